@@ -1,0 +1,3 @@
+from perfkit.cli.main import main
+
+main()

@@ -1,0 +1,1 @@
+"""The `perfkit` command line: one module per subcommand."""

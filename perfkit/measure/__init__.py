@@ -1,0 +1,1 @@
+"""Samplers that run beside the workload, and what the machine is."""
