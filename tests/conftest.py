@@ -1,0 +1,19 @@
+"""Shared fixtures: tiny setups, written profile files."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+
+@pytest.fixture
+def write_profile(tmp_path: Path):
+    """Write TOML text to a profile file and return its path."""
+
+    def write(text: str, name: str = "p.toml") -> Path:
+        path = tmp_path / name
+        path.write_text(text, encoding="utf-8")
+        return path
+
+    return write
