@@ -1,0 +1,115 @@
+"""Per-sequence KV bookkeeping over the BlockPool: prefix hits, slots, copy-on-write, free."""
+
+from __future__ import annotations
+
+from perfkit.engine.blocks import BlockHash, BlockPool, hash_blocks
+from perfkit.engine.sequence import Sequence
+
+
+def cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+class KVManager:
+    def __init__(self, pool: BlockPool) -> None:
+        self.pool = pool
+        self.block_size = pool.block_size
+
+    def _full_hashes(self, seq: Sequence) -> list[BlockHash]:
+        """Chained hashes of all full blocks of seq.token_ids, extended incrementally."""
+        bs, hashes = self.block_size, seq.block_hashes
+        if len(hashes) < seq.num_tokens // bs:
+            parent = hashes[-1] if hashes else None
+            hashes.extend(hash_blocks(seq.token_ids, bs, len(hashes), parent))
+        return hashes
+
+    def _prefix_hits(self, seq: Sequence) -> list[int]:
+        """Cached blocks for the longest cached prefix; at most (num_tokens - 1) tokens,
+        so the step still computes the last token and gets its logits."""
+        if not self.pool.enable_caching:
+            return []
+        limit = (seq.num_tokens - 1) // self.block_size
+        hits = []
+        for h in self._full_hashes(seq)[:limit]:
+            block = self.pool.peek(h)
+            if block is None:
+                break
+            hits.append(block)
+        return hits
+
+    def admit(self, seq: Sequence, num_new_tokens: int) -> bool:
+        """First allocation of a waiting sequence: take its prefix hits, then slots for
+        `num_new_tokens` more tokens (clipped to what is uncomputed). All or nothing."""
+        assert not seq.block_ids, "admit() on a sequence that holds blocks"
+        hits = self._prefix_hits(seq)
+        num_hit_tokens = len(hits) * self.block_size
+        num_new = min(num_new_tokens, seq.num_tokens - num_hit_tokens)
+        need = cdiv(num_hit_tokens + num_new, self.block_size) - len(hits)
+        revived = sum(1 for b in hits if self.pool.ref_count[b] == 0)
+        if need + revived > self.pool.num_free_blocks:
+            return False
+        if self.pool.enable_caching:
+            eligible = (seq.num_tokens - 1) // self.block_size
+            self.pool.counters.hits += len(hits)
+            self.pool.counters.misses += eligible - len(hits)
+        for block in hits:
+            self.pool.touch(block)
+        seq.block_ids = hits + [self.pool.allocate() for _ in range(need)]
+        seq.num_computed_tokens = num_hit_tokens
+        seq.num_hashed_blocks = len(hits)
+        if seq.num_preemptions == 0:
+            seq.num_cached_tokens = num_hit_tokens
+        return True
+
+    def blocks_needed(self, seq: Sequence, num_new_tokens: int) -> int:
+        """New blocks (incl. one copy-on-write) to compute `num_new_tokens` more tokens."""
+        total = cdiv(seq.num_computed_tokens + num_new_tokens, self.block_size)
+        return max(0, total - len(seq.block_ids)) + int(self._needs_cow(seq))
+
+    def _needs_cow(self, seq: Sequence) -> bool:
+        """The block the next token lands in exists and is shared with another table."""
+        idx = seq.num_computed_tokens // self.block_size
+        return idx < len(seq.block_ids) and self.pool.ref_count[seq.block_ids[idx]] > 1
+
+    def allocate(self, seq: Sequence, num_new_tokens: int) -> list[tuple[int, int]] | None:
+        """Slots for `num_new_tokens` more tokens of a running sequence. Returns the
+        (src, dst) block copies the cache must make (copy-on-write), or None when the
+        pool is short (nothing allocated then)."""
+        if self.blocks_needed(seq, num_new_tokens) > self.pool.num_free_blocks:
+            return None
+        copies = []
+        if self._needs_cow(seq):
+            idx = seq.num_computed_tokens // self.block_size
+            old, new = seq.block_ids[idx], self.pool.allocate()
+            self.pool.free([old])
+            seq.block_ids[idx] = new
+            self.pool.counters.copy_on_writes += 1
+            copies.append((old, new))
+        total = cdiv(seq.num_computed_tokens + num_new_tokens, self.block_size)
+        while len(seq.block_ids) < total:
+            seq.block_ids.append(self.pool.allocate())
+        return copies
+
+    def cache_computed(self, seq: Sequence) -> None:
+        """Register the hashes of blocks that became full and computed."""
+        num_full = seq.num_computed_tokens // self.block_size
+        if not self.pool.enable_caching or num_full <= seq.num_hashed_blocks:
+            return
+        hashes = self._full_hashes(seq)
+        for i in range(seq.num_hashed_blocks, num_full):
+            self.pool.cache(seq.block_ids[i], hashes[i])
+        seq.num_hashed_blocks = num_full
+
+    def fork(self, parent: Sequence, child: Sequence) -> None:
+        """Share every block of `parent` with `child` (e.g. parallel sampling)."""
+        for block in parent.block_ids:
+            self.pool.touch(block)
+        child.block_ids = list(parent.block_ids)
+        child.num_computed_tokens = parent.num_computed_tokens
+        child.num_hashed_blocks = parent.num_hashed_blocks
+
+    def free(self, seq: Sequence) -> None:
+        """Release the sequence's blocks tail first; it keeps its hashes for a later hit."""
+        self.pool.free(reversed(seq.block_ids))
+        seq.block_ids = []
+        seq.num_hashed_blocks = 0

@@ -1,0 +1,48 @@
+"""A request inside the engine: its tokens, progress and KV blocks."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+
+from perfkit.engine.blocks import BlockHash
+
+
+class SeqStatus(enum.Enum):
+    WAITING = "waiting"
+    RUNNING = "running"
+    FINISHED = "finished"
+
+
+@dataclass(eq=False)
+class Sequence:
+    """There are no prefill/decode phases: `num_computed_tokens` moves toward
+    `len(token_ids)`; when it gets there the step samples one more token."""
+
+    seq_id: int
+    token_ids: list[int]  # prompt + generated so far
+    num_prompt_tokens: int
+    max_tokens: int  # output tokens to generate
+    priority: int = 0  # lower runs first
+    arrival_order: int = 0  # FCFS tie-break, set by the scheduler
+    tool_call: bool = False
+    status: SeqStatus = SeqStatus.WAITING
+    num_computed_tokens: int = 0  # tokens whose K/V are in the cache
+    block_ids: list[int] = field(default_factory=list)  # block table, logical order
+    block_hashes: list[BlockHash] = field(default_factory=list)  # full blocks of token_ids
+    num_hashed_blocks: int = 0  # leading blocks already registered in the prefix cache
+    num_cached_tokens: int = 0  # prefix-cache hit at the first admission
+    num_preemptions: int = 0
+    finish_reason: str | None = None
+
+    @property
+    def num_tokens(self) -> int:
+        return len(self.token_ids)
+
+    @property
+    def num_output_tokens(self) -> int:
+        return len(self.token_ids) - self.num_prompt_tokens
+
+    @property
+    def num_uncomputed(self) -> int:
+        return len(self.token_ids) - self.num_computed_tokens
