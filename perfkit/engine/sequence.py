@@ -34,6 +34,7 @@ class Sequence:
     num_cached_tokens: int = 0  # prefix-cache hit at the first admission
     num_preemptions: int = 0
     finish_reason: str | None = None
+    first_scheduled_s: float | None = None  # perf_counter of the first admission (queue end)
 
     @property
     def num_tokens(self) -> int:

@@ -1,0 +1,60 @@
+from __future__ import annotations
+
+import statistics
+
+import pytest
+
+from perfkit.profile import Overrides, load_profile
+from perfkit.schema import LengthDist, WorkloadConfig
+from perfkit.workload import arrival_times, generate, sample_length
+
+
+def test_same_seed_same_requests_other_seed_differs():
+    cfg = load_profile("default").workload
+    assert generate(cfg, 512, 512) == generate(cfg, 512, 512)
+    other = load_profile("default", Overrides(sets=("workload.seed=1",))).workload
+    assert generate(other, 512, 512) != generate(cfg, 512, 512)
+
+
+@pytest.mark.parametrize("kind", ["normal", "lognormal"])
+def test_length_distribution_means(kind):
+    import random
+
+    dist = LengthDist(kind=kind, mean=161, std=100, min=1, max=100_000)
+    rng = random.Random(0)
+    values = [sample_length(dist, rng) for _ in range(20_000)]
+    assert abs(statistics.mean(values) - 161) < 5  # clipping at 1 shifts normal a little
+
+
+def test_bounds_and_fixed():
+    import random
+
+    rng = random.Random(0)
+    dist = LengthDist(kind="uniform", min=5, max=9)
+    assert {sample_length(dist, rng) for _ in range(500)} == {5, 6, 7, 8, 9}
+    assert sample_length(LengthDist(kind="fixed", mean=12), rng) == 12
+
+
+def test_outputs_fit_max_model_len_and_prefixes_shared():
+    cfg = load_profile("shared-prefix").workload
+    specs = generate(cfg, 512, 512)
+    assert all(s.total_tokens <= 512 for s in specs)
+    grouped = [s for s in specs if s.prefix_group is not None]
+    assert len(grouped) > len(specs) // 2
+    g = grouped[0]
+    assert all(s.prompt[:256] == g.prompt[:256] for s in grouped if s.prefix_group == g.prefix_group)
+
+
+def test_arrivals():
+    assert arrival_times("closed", 5, 3) == [0.0, 0.0, 0.0]
+    assert arrival_times("burst", 8, 6, burst_size=3) == [0, 0, 0, 0.375, 0.375, 0.375]
+    times = arrival_times("poisson", 10.0, 5000, seed=1)
+    assert times == sorted(times)
+    assert abs(times[-1] / 5000 - 0.1) < 0.01  # mean gap 1/rate
+
+
+def test_priority_and_tool_call_mix():
+    cfg = WorkloadConfig(num_requests=2000, tool_call_share=0.25)
+    specs = generate(cfg, 100, 1024)
+    share = sum(s.tool_call for s in specs) / len(specs)
+    assert 0.2 < share < 0.3
