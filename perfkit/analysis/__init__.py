@@ -1,0 +1,1 @@
+"""Pure functions over recorded requests: latency distributions, throughput, goodput, knee."""
