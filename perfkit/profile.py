@@ -169,7 +169,8 @@ def load_profile(ref: str, overrides: Overrides = Overrides()) -> Profile:
 
 
 def profile_dict(profile: Profile) -> dict[str, Any]:
-    return to_dict(profile)  # type: ignore[no-any-return]
+    out: dict[str, Any] = to_dict(profile)
+    return out
 
 
 def profile_sha256(profile: Profile) -> str:

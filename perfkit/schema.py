@@ -74,8 +74,10 @@ class EngineConfig:
     attention_backend: Literal["auto", "gather", "flex"] = "auto"
     sampling: Literal["greedy", "random"] = "greedy"
     seed: int = 0  # model weights and sampling
+    cpu_threads: int = 0  # torch intra-op threads on CPU; 0 = torch's default (all cores)
 
     def check(self) -> None:
+        _positive("cpu_threads", self.cpu_threads, allow_zero=True)
         if not 1 <= self.block_size <= 1024:
             raise FieldError("block_size", f"must be between 1 and 1024, got {self.block_size}")
         for name in ("num_blocks", "max_num_seqs", "max_num_batched_tokens", "max_model_len",

@@ -17,3 +17,18 @@ def write_profile(tmp_path: Path):
         return path
 
     return write
+
+
+@pytest.fixture
+def cli():
+    """Invoke `perfkit ARGS...` in-process; returns click's Result (stdout, stderr, exit_code)."""
+    from typer.testing import CliRunner
+
+    from perfkit.cli.main import app
+
+    runner = CliRunner()
+
+    def invoke(*args: str):
+        return runner.invoke(app, list(args), catch_exceptions=False)
+
+    return invoke

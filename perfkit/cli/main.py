@@ -7,7 +7,7 @@ from typing import Annotated
 import typer
 
 from perfkit import __version__
-from perfkit.cli import env, profiles
+from perfkit.cli import env, profiles, sweep
 
 app = typer.Typer(
     name="perfkit",
@@ -19,6 +19,7 @@ app = typer.Typer(
 )
 app.add_typer(profiles.app, name="profiles")
 app.command("env")(env.env)
+app.command("sweep")(sweep.sweep)
 
 
 def _version(value: bool) -> None:

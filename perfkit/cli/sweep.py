@@ -1,0 +1,192 @@
+"""`perfkit sweep`: options -> profile -> run levels -> write after each -> summary."""
+
+from __future__ import annotations
+
+import signal
+import sys
+import time
+from pathlib import Path
+from types import FrameType
+from typing import Annotated, Any, Literal
+
+import typer
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+from perfkit.analysis.findings import find_all
+from perfkit.cli.common import (
+    ModelOpt,
+    ProfileOpt,
+    SetOpt,
+    console,
+    err_console,
+    parse_list,
+    resolve_profile,
+    user_errors,
+)
+from perfkit.engine.engine import Engine
+from perfkit.errors import PerfkitError
+from perfkit.measure.envinfo import collect
+from perfkit.profile import profile_dict, profile_sha256
+from perfkit.records import RequestRecord
+from perfkit.report import sweep as render
+from perfkit.schema import Profile
+from perfkit.sweep.result import ResultWriter, atomic_write_text, dumps, knee_of
+from perfkit.sweep.runner import SweepPlan, plan_from_profile, run_level, schedule
+from perfkit.sweep.sizing import check_fits
+
+Format = Literal["table", "json", "markdown", "csv"]
+
+
+class StopFlag:
+    """First SIGINT/SIGTERM: finish the current level, then stop. Second: stop now."""
+
+    def __init__(self) -> None:
+        self.requested = False
+
+    def __call__(self, signum: int, frame: FrameType | None) -> None:
+        if self.requested:
+            raise KeyboardInterrupt
+        self.requested = True
+        err_console.print("[yellow]Stopping after this level (again to abort now).[/]")
+
+    def install(self) -> None:
+        signal.signal(signal.SIGINT, self)
+        signal.signal(signal.SIGTERM, self)
+
+
+def _sets(sets: list[str] | None, concurrency: str | None, rate: str | None,
+          requests: int | None, repeats: int | None, warmup: int | None,
+          device: str | None, seed: int | None) -> list[str]:
+    """Command-line values become profile overrides: the resolved profile (and its hash)
+    describes the run exactly, and they are validated like the file."""
+    out = list(sets or [])
+    if concurrency is not None:
+        out.append(f"sweep.concurrency={parse_list(concurrency, int, '--concurrency')}")
+    if rate is not None:
+        out.append(f"sweep.rates={parse_list(rate, float, '--rate')}")
+    if (concurrency is None) != (rate is None):
+        out.append("sweep.rates=[]" if rate is None else "sweep.concurrency=[]")
+    for key, value in (("workload.num_requests", requests), ("sweep.repeats", repeats),
+                       ("sweep.warmup", warmup), ("workload.seed", seed)):
+        if value is not None:
+            out.append(f"{key}={value}")
+    if device is not None:
+        out.append(f'engine.device="{device}"')
+    return out
+
+
+def _outputs(json_path: Path | None, out_dir: Path | None, force: bool) -> Path | None:
+    path = json_path or (out_dir / "result.json" if out_dir else None)
+    if path is not None and path.exists() and not force:
+        raise PerfkitError(f"{path} exists; pass --force to overwrite it or choose another file")
+    if path is not None and path.parent.exists() and not path.parent.is_dir():
+        raise PerfkitError(f"{path.parent} is not a folder")
+    return path
+
+
+def _run(engine: Engine, profile: Profile, plan: SweepPlan, writer: ResultWriter,
+         stop: StopFlag, quiet: bool) -> bool:
+    """Every level; returns True when all ran."""
+    runs = schedule(plan)
+    total = plan.num_requests + plan.num_warmup
+    with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.fields[est]}"),
+                  TimeElapsedColumn(), console=err_console, disable=quiet, transient=True) as bar:
+        for i, (level, repeat) in enumerate(runs):
+            if stop.requested:
+                return False
+            rep = f" (repeat {repeat + 1}/{plan.repeats})" if plan.repeats > 1 else ""
+            task = bar.add_task(f"[{i + 1}/{len(runs)}] {level.label}{rep}", total=total, est="")
+            start, tokens = time.perf_counter(), [0]
+
+            def tick(rec: RequestRecord, task: Any = task, start: float = start,
+                     tokens: list[int] = tokens) -> None:
+                tokens[0] += rec.output_tokens
+                rate = tokens[0] / max(time.perf_counter() - start, 1e-9)
+                bar.update(task, advance=1, est=f"~{rate:.0f} tok/s")
+
+            writer.add_level(run_level(engine, profile, plan, level, repeat, tick))
+            bar.remove_task(task)
+    return True
+
+
+@user_errors
+def sweep(
+    profile: ProfileOpt = "default",
+    model: ModelOpt = None,
+    set_: SetOpt = None,
+    concurrency: Annotated[str | None, typer.Option(
+        help="Closed-loop levels, e.g. 1,2,4,8 (default: the profile's).")] = None,
+    rate: Annotated[str | None, typer.Option(
+        help="Open-loop levels in requests/s, e.g. 2,4,8 (poisson, or the profile's bursts).")
+    ] = None,
+    requests: Annotated[int | None, typer.Option(help="Measured requests per level.")] = None,
+    repeats: Annotated[int | None, typer.Option(help="Runs of every level (interleaved).")] = None,
+    warmup: Annotated[int | None, typer.Option(
+        help="Warm-up requests per level, excluded from every metric.")] = None,
+    device: Annotated[str | None, typer.Option(help="auto, cpu or cuda.")] = None,
+    seed: Annotated[int | None, typer.Option(help="Workload seed.")] = None,
+    json_path: Annotated[Path | None, typer.Option(
+        "--json", help="Write the result here (atomically, after every level).")] = None,
+    out: Annotated[Path | None, typer.Option(
+        help="Folder for result.json, summary.md and levels.csv.")] = None,
+    fmt: Annotated[str, typer.Option(
+        "--format", help="stdout format: table, json, markdown or csv.")] = "table",
+    samplers: Annotated[bool, typer.Option(
+        help="Run the CPU/GC/NVML samplers (--no-samplers: wall time only).")] = True,
+    force: Annotated[bool, typer.Option(help="Overwrite an existing result file.")] = False,
+) -> None:
+    """Sweep concurrency (or arrival rate) over the paged KV engine: latency, throughput,
+    KV usage, CPU kernel time, GC and GPU memory per level, the knee and findings."""
+    if fmt not in ("table", "json", "markdown", "csv"):
+        raise PerfkitError(f"--format: expected table, json, markdown or csv, got {fmt!r}")
+    prof = resolve_profile(profile, model,
+                           _sets(set_, concurrency, rate, requests, repeats, warmup, device, seed))
+    path = _outputs(json_path, out, force)
+    check_fits(prof)
+    plan = plan_from_profile(prof)
+    if not samplers:
+        plan = SweepPlan(plan.levels, plan.num_requests, plan.num_warmup, plan.repeats, False)
+    engine = Engine(prof)
+    env = collect()
+    writer = ResultWriter(path, {
+        "kind": "sweep",
+        "profile": {"name": prof.name, "sha256": profile_sha256(prof),
+                    "resolved": profile_dict(prof)},
+        "environment": env.to_dict() | {"device": str(engine.device),
+                                        "device_class": env.device_class},
+        "plan": {"levels": [lv.label for lv in plan.levels], "requests": plan.num_requests,
+                 "warmup": plan.num_warmup, "repeats": plan.repeats, "samplers": plan.samplers},
+    })
+    stop = StopFlag()
+    stop.install()
+    try:
+        complete = _run(engine, prof, plan, writer, stop, quiet=fmt != "table")
+    except KeyboardInterrupt:
+        complete = False
+    _finish(writer, prof, complete, fmt, out)
+    if not complete:
+        err_console.print(f"Interrupted: {len(writer.doc['levels'])} level(s) kept"
+                          + (f" in {path}" if path else "") + ".")
+        raise typer.Exit(130)
+
+
+def _finish(writer: ResultWriter, prof: Profile, complete: bool, fmt: str,
+            out: Path | None) -> None:
+    levels = writer.doc["levels"]
+    knee = knee_of(levels) if levels else None
+    writer.finish(knee, find_all(levels, prof, knee), complete)
+    doc = writer.doc
+    if out is not None:
+        atomic_write_text(out / "summary.md", render.markdown(doc))
+        atomic_write_text(out / "levels.csv", render.csv_text(doc))
+    if fmt == "json":
+        sys.stdout.write(dumps(doc))
+    elif fmt == "markdown":
+        sys.stdout.write(render.markdown(doc))
+    elif fmt == "csv":
+        sys.stdout.write(render.csv_text(doc))
+    else:
+        console.print(render.rich_summary(doc))
+    for f in doc["findings"]:
+        if f["severity"] == "warning" and fmt != "table":
+            err_console.print(f"[yellow]warning[/] {f['id']}: {f['message']} Fix: {f['fix']}")

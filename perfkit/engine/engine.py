@@ -1,0 +1,214 @@
+"""Engine.step(): schedule -> forward -> sample -> append -> free finished.
+
+Deterministic for a profile and seed: the same scheduling decisions, block
+counts, preemptions and (greedy) tokens on every run. Times are stamped with
+`time.perf_counter()` when a token is appended.
+"""
+
+from __future__ import annotations
+
+import gc
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import torch
+
+from perfkit.engine.attention import AttentionMetadata, PagedAttention
+from perfkit.engine.blocks import BlockPool
+from perfkit.engine.kv_cache import KVCache
+from perfkit.engine.model import TORCH_DTYPES, SyntheticModel
+from perfkit.engine.scheduler import Scheduler, SchedulerConfig, SchedulerOutput
+from perfkit.engine.sequence import Sequence
+from perfkit.errors import PerfkitError
+from perfkit.profile import pool_blocks
+from perfkit.schema import Profile
+from perfkit.workload import RequestSpec
+
+
+def resolve_device(requested: str) -> torch.device:
+    if requested == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if requested == "cuda" and not torch.cuda.is_available():
+        raise PerfkitError(
+            "device 'cuda' requested but torch.cuda.is_available() is False; "
+            "use --device cpu (or auto), or install a CUDA build of torch on a GPU machine"
+        )
+    return torch.device(requested)
+
+
+@dataclass
+class TokenEvent:
+    seq: Sequence
+    token: int
+    time_s: float  # perf_counter when appended
+    finished: bool
+
+
+@dataclass
+class KvSample:
+    """Pool state after one step (counts; the time is the step's end)."""
+
+    time_s: float
+    blocks_used: int  # referenced blocks
+    slots_used: int  # token slots holding computed K/V (physical, shared blocks once)
+    blocks_cached_free: int  # free blocks still holding a prefix
+    running: int
+    waiting: int
+
+
+@dataclass
+class EngineStats:
+    steps: int = 0
+    batched_tokens: int = 0  # tokens computed, prefill chunks + decodes
+    sampled_tokens: int = 0
+    kv_timeline: list[KvSample] = field(default_factory=list)
+
+
+class Engine:
+    def __init__(self, profile: Profile, device: str | None = None) -> None:
+        eng, mcfg = profile.engine, profile.model
+        self.profile = profile
+        self.device = resolve_device(device or eng.device)
+        if self.device.type == "cpu" and eng.cpu_threads:
+            torch.set_num_threads(eng.cpu_threads)
+        self.max_model_len = eng.max_model_len
+        self.block_size = eng.block_size
+        self._scheduler_config = SchedulerConfig(
+            eng.max_num_seqs, eng.max_num_batched_tokens, eng.max_model_len, eng.max_waiting
+        )
+        self.pool = BlockPool(pool_blocks(profile), eng.block_size, eng.prefix_caching)
+        self.scheduler = Scheduler(self._scheduler_config, self.pool)
+        dtype = TORCH_DTYPES[mcfg.dtype]
+        self.kv = KVCache(mcfg.num_layers, self.pool.num_blocks, eng.block_size,
+                          mcfg.num_kv_heads, mcfg.head_dim, dtype, self.device)
+        self.attention = PagedAttention(
+            mcfg.num_heads, mcfg.num_kv_heads, mcfg.head_dim, eng.block_size, eng.max_num_seqs,
+            eng.max_model_len, eng.max_num_batched_tokens, dtype, self.device,
+            eng.attention_backend,
+        )
+        self.model = SyntheticModel(mcfg, self.kv, self.attention, eng.max_model_len,
+                                    self.device, eng.seed)
+        self.greedy = eng.sampling == "greedy"
+        self.generator = torch.Generator(device=self.device).manual_seed(eng.seed)
+        self.stats = EngineStats()
+        self.record_timeline = True
+        self.on_step: Callable[[SchedulerOutput], None] | None = None
+        self._next_id = 0
+        # Start-up objects (weights, tables) are never garbage: keep GC from rescanning
+        # them in every collection during the run, as serving engines do.
+        gc.collect()
+        gc.freeze()
+
+    def reset(self) -> None:
+        """Empty pool, prefix cache, queues and stats (weights and KV tensors are kept):
+        every sweep level starts from the same state."""
+        self.pool = BlockPool(self.pool.num_blocks, self.block_size, self.pool.enable_caching)
+        self.scheduler = Scheduler(self._scheduler_config, self.pool)
+        self.generator.manual_seed(self.profile.engine.seed)
+        self.reset_stats()
+        self._next_id = 0
+
+    def reset_stats(self) -> None:
+        """Zero the step stats and pool counters; the cache contents stay (after warm-up)."""
+        self.stats = EngineStats()
+        self.pool.reset_counters()
+
+    # -- requests ---------------------------------------------------------------------
+    def add_request(self, spec: RequestSpec) -> tuple[Sequence, str | None]:
+        """Queue a request; returns its sequence and the rejection reason (None if queued)."""
+        seq = Sequence(
+            seq_id=self._next_id, token_ids=list(spec.prompt), num_prompt_tokens=len(spec.prompt),
+            max_tokens=spec.max_tokens, priority=spec.priority, tool_call=spec.tool_call,
+        )
+        self._next_id += 1
+        return seq, self.scheduler.add(seq)
+
+    def cancel(self, seq: Sequence) -> None:
+        if seq.finish_reason is None:
+            self.scheduler.finish(seq, "cancelled")
+
+    @property
+    def has_work(self) -> bool:
+        return self.scheduler.has_work
+
+    # -- one step ---------------------------------------------------------------------
+    def step(self) -> list[TokenEvent]:
+        out = self.scheduler.schedule()
+        for seq in out.admitted:
+            if seq.first_scheduled_s is None:
+                seq.first_scheduled_s = time.perf_counter()
+        if self.on_step is not None:
+            self.on_step(out)
+        if not out.scheduled:
+            return []
+        if out.copies:
+            self.kv.copy_blocks(out.copies)
+        tokens = self._forward(out)
+        self.scheduler.commit(out)
+        events = self._append(out, tokens)
+        self.stats.steps += 1
+        self.stats.batched_tokens += out.num_batched_tokens
+        if self.record_timeline:
+            self._record_kv()
+        return events
+
+    def _forward(self, out: SchedulerOutput) -> list[int]:
+        ids: list[int] = []
+        positions: list[int] = []
+        q_lens, seq_lens, tables, logit_rows = [], [], [], []
+        for item in out.scheduled:
+            seq, start, n = item.seq, item.seq.num_computed_tokens, item.num_new_tokens
+            ids.extend(seq.token_ids[start:start + n])
+            positions.extend(range(start, start + n))
+            q_lens.append(n)
+            seq_lens.append(start + n)
+            tables.append(seq.block_ids)
+            if item.samples:
+                logit_rows.append(len(ids) - 1)
+        if not logit_rows:  # only prefill chunks that end mid-prompt
+            logit_rows = [len(ids) - 1]
+        dev = self.device
+        meta = AttentionMetadata.build(q_lens, seq_lens, tables, self.block_size, dev)
+        logits = self.model.forward(
+            torch.tensor(ids, dtype=torch.long, device=dev),
+            torch.tensor(positions, dtype=torch.long, device=dev),
+            meta, torch.tensor(logit_rows, dtype=torch.long, device=dev),
+        )
+        return self._sample(logits)
+
+    def _sample(self, logits: torch.Tensor) -> list[int]:
+        if self.greedy:
+            return list(logits.argmax(dim=-1).tolist())
+        probs = torch.softmax(logits, dim=-1)
+        return list(torch.multinomial(probs, 1, generator=self.generator).squeeze(1).tolist())
+
+    def _append(self, out: SchedulerOutput, tokens: list[int]) -> list[TokenEvent]:
+        now = time.perf_counter()
+        events = []
+        sampling = [item.seq for item in out.scheduled if item.samples]
+        for seq, token in zip(sampling, tokens):
+            seq.token_ids.append(token)
+            done = seq.num_output_tokens >= seq.max_tokens or seq.num_tokens >= self.max_model_len
+            if done:
+                self.scheduler.finish(seq, "length")
+            events.append(TokenEvent(seq, token, now, done))
+        self.stats.sampled_tokens += len(events)
+        return events
+
+    def _record_kv(self) -> None:
+        bs = self.block_size
+        running = self.scheduler.running
+        empty_tail = sum(len(s.block_ids) * bs - s.num_computed_tokens for s in running)
+        used = self.pool.num_used_blocks
+        self.stats.kv_timeline.append(KvSample(
+            time.perf_counter(), used, used * bs - empty_tail, self.pool.num_cached_free_blocks,
+            len(running), len(self.scheduler.waiting),
+        ))
+
+    def run_to_completion(self, specs: list[RequestSpec]) -> dict[int, list[int]]:
+        """Submit all, step until done; output tokens by request id (for tests and replays)."""
+        seqs = {spec.request_id: self.add_request(spec)[0] for spec in specs}
+        while self.has_work:
+            self.step()
+        return {rid: s.token_ids[s.num_prompt_tokens:] for rid, s in seqs.items()}

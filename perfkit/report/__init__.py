@@ -1,0 +1,1 @@
+"""Renderers: one result model, many formats."""

@@ -1,0 +1,140 @@
+"""Renderers of a sweep result: rich table, Markdown, CSV (JSON is the document itself).
+
+All read the same document; none decorates machine output.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from typing import Any
+
+from rich.console import Group
+from rich.table import Table
+from rich.text import Text
+
+def _ms(value: float | None) -> str:
+    return "-" if value is None else f"{value * 1e3:.1f}"
+
+
+def _num(value: float | None, digits: int = 1) -> str:
+    return "-" if value is None else f"{value:.{digits}f}"
+
+
+def _level(lv: dict[str, Any]) -> str:
+    rep = f" #{lv['repeat']}" if lv.get("repeat") else ""
+    return (f"c={lv['concurrency']}" if lv["rate"] is None else f"{lv['rate']:g}/s") + rep
+
+
+def _gpu(lv: dict[str, Any]) -> str:
+    gpu = lv["gpu"]
+    return f"{gpu['peak_used_bytes'] / 2**30:.1f} GiB" if gpu.get("available") else "n/a"
+
+
+def _faults(lv: dict[str, Any]) -> str:
+    return f"{lv['cpu']['num_minor_faults'] / max(lv['counts']['steps'], 1):.0f}"
+
+
+# (header, getter) per table. Timings are noisy; counts are deterministic for profile + seed.
+TIMINGS: list[tuple[str, Any]] = [
+    ("level", _level),
+    ("req/s", lambda lv: _num(lv["throughput"]["requests_per_s"], 2)),
+    ("out tok/s", lambda lv: _num(lv["throughput"]["output_tokens_per_s"])),
+    ("TTFT p50 ms", lambda lv: _ms(lv["latency"]["ttft"]["p50"])),
+    ("TTFT p99 ms", lambda lv: _ms(lv["latency"]["ttft"]["p99"])),
+    ("TPOT p50 ms", lambda lv: _ms(lv["latency"]["tpot"]["p50"])),
+    ("TPOT p99 ms", lambda lv: _ms(lv["latency"]["tpot"]["p99"])),
+    ("E2E p99 s", lambda lv: _num(lv["latency"]["e2e"]["p99"], 2)),
+    ("goodput", lambda lv: _num((lv["goodput"]["share"] or 0) * 100, 0) + "%"),
+]
+RESOURCES: list[tuple[str, Any]] = [
+    ("level", _level),
+    ("user s", lambda lv: _num(lv["cpu"]["user_s"], 2)),
+    ("sys s", lambda lv: _num(lv["cpu"]["system_s"], 2)),
+    ("sys share", lambda lv: f"{lv['cpu']['system_share']:.1%}"),
+    ("faults/step", _faults),
+    ("invol. cs", lambda lv: str(lv["cpu"]["num_involuntary_ctx_switches"])),
+    ("runq wait s", lambda lv: _num(lv["cpu"].get("run_queue_wait_s"), 2)),
+    ("GC max ms", lambda lv: _ms(lv["gc"].get("max_s"))),
+    ("GPU peak", _gpu),
+]
+COUNTS: list[tuple[str, Any]] = [
+    ("level", _level),
+    ("requests", lambda lv: str(lv["counts"]["requests"])),
+    ("out tokens", lambda lv: str(lv["counts"]["output_tokens"])),
+    ("rejected", lambda lv: str(sum(lv["counts"]["rejected"].values()))),
+    ("preempt", lambda lv: str(lv["counts"]["preemptions"])),
+    ("KV peak blocks", lambda lv: f"{lv['kv']['peak_blocks_used']}/{lv['kv']['blocks_total']}"),
+    ("KV peak slots", lambda lv: str(lv["kv"]["peak_slots_used"])),
+    ("prefix hit", lambda lv: f"{lv['prefix_hit_rate']:.0%}"),
+    ("steps", lambda lv: str(lv["counts"]["steps"])),
+]
+TABLES = [("Timings (noisy)", TIMINGS), ("CPU, GC, GPU (noisy)", RESOURCES),
+          ("Counts (deterministic)", COUNTS)]
+
+
+def rows(doc: dict[str, Any], columns: list[tuple[str, Any]]) -> tuple[list[str], list[list[str]]]:
+    headers = [h for h, _ in columns]
+    return headers, [[get(lv) for _, get in columns] for lv in doc["levels"]]
+
+
+def _table(doc: dict[str, Any], title: str, columns: list[tuple[str, Any]]) -> Table:
+    headers, body = rows(doc, columns)
+    table = Table(title=title, title_justify="left", title_style="bold")
+    for h in headers:
+        table.add_column(h, justify="left" if h == "level" else "right", no_wrap=True)
+    for row in body:
+        table.add_row(*row)
+    return table
+
+
+def rich_summary(doc: dict[str, Any]) -> Group:
+    parts: list[Any] = [Text(f"perfkit sweep: {doc['profile']['name']}", style="bold")]
+    parts += [_table(doc, title, cols) for title, cols in TABLES]
+    if doc.get("knee"):
+        parts.append(Text(f"Knee: {doc['knee']['sentence']}"))
+    for f in doc.get("findings", []):
+        style = "yellow" if f["severity"] == "warning" else "cyan"
+        parts.append(Text.assemble((f"[{f['severity']}] {f['id']}: ", style), f["message"],
+                                   ("\n  fix: " + f["fix"], "dim")))
+    if not doc.get("findings"):
+        parts.append(Text("No findings.", style="green"))
+    return Group(*parts)
+
+
+def markdown(doc: dict[str, Any]) -> str:
+    out = [f"## perfkit sweep: {doc['profile']['name']}"]
+    for title, cols in TABLES:
+        headers, body = rows(doc, cols)
+        out += ["", f"### {title}", "", "| " + " | ".join(headers) + " |",
+                "|" + "---|" * len(headers)]
+        out += ["| " + " | ".join(r) + " |" for r in body]
+    if doc.get("knee"):
+        out += ["", f"**Knee:** {doc['knee']['sentence']}"]
+    for f in doc.get("findings", []):
+        out += [f"- **{f['severity']}** `{f['id']}`: {f['message']} _Fix:_ {f['fix']}"]
+    return "\n".join(out) + "\n"
+
+
+def csv_text(doc: dict[str, Any]) -> str:
+    """One row per level in base units (seconds, per second), for spreadsheets."""
+    buf = io.StringIO()
+    writer = csv.writer(buf)
+    stats = ("p50", "p90", "p99", "max", "mean", "stddev")
+    header = ["concurrency", "rate", "repeat", "requests_per_s", "output_tokens_per_s",
+              "goodput_share"]
+    header += [f"{m}_{s}_s" for m in ("ttft", "tpot", "itl", "e2e") for s in stats]
+    header += ["preemptions", "peak_blocks_used", "blocks_total", "prefix_hit_rate",
+               "user_s", "system_s", "minor_faults"]
+    writer.writerow(header)
+    for lv in doc["levels"]:
+        lat, cpu = lv["latency"], lv["cpu"]
+        writer.writerow(
+            [lv["concurrency"], lv["rate"], lv["repeat"], lv["throughput"]["requests_per_s"],
+             lv["throughput"]["output_tokens_per_s"], lv["goodput"]["share"]]
+            + [lat[m][s] for m in ("ttft", "tpot", "itl", "e2e") for s in stats]
+            + [lv["counts"]["preemptions"], lv["kv"]["peak_blocks_used"],
+               lv["kv"]["blocks_total"], lv["prefix_hit_rate"], cpu["user_s"],
+               cpu["system_s"], cpu["num_minor_faults"]]
+        )
+    return buf.getvalue()

@@ -1,0 +1,1 @@
+"""Concurrency and rate sweeps over the engine: load generation, results, files."""

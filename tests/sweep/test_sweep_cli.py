@@ -1,0 +1,115 @@
+"""`perfkit sweep` end to end on a tiny profile: JSON schema, determinism, interruption."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import jsonschema
+import pytest
+
+
+SCHEMA = json.loads((Path(__file__).parents[2] / "perfkit/sweep/schema.json").read_text())
+
+
+def run_tiny(cli, tiny, tmp_path: Path, *extra: str):
+    path = tmp_path / "r.json"
+    result = cli("sweep", *tiny, "--json", str(path), *extra)
+    assert result.exit_code == 0, result.stderr
+    return json.loads(path.read_text()), result
+
+
+def test_sweep_writes_valid_result(cli, tiny, tmp_path):
+    doc, result = run_tiny(cli, tiny, tmp_path)
+    jsonschema.validate(doc, SCHEMA)
+    assert doc["complete"] is True
+    assert [lv["concurrency"] for lv in doc["levels"]] == [1, 4]
+    level = doc["levels"][0]
+    assert level["counts"]["requests"] == 6  # warm-up excluded, the rest all measured
+    assert sum(r["warmup"] for r in level["requests"]) == 2
+    assert level["counts"]["output_tokens"] == 6 * 8
+    assert level["latency"]["ttft"]["count"] == 6
+    assert level["latency"]["tpot"]["p50"] > 0
+    assert "Timings (noisy)" in result.stdout and "Counts (deterministic)" in result.stdout
+    assert "Knee:" in result.stdout
+
+
+def test_counts_are_deterministic(cli, tiny, tmp_path):
+    a, _ = run_tiny(cli, tiny, tmp_path / "a")
+    b, _ = run_tiny(cli, tiny, tmp_path / "b")
+    assert [lv["counts"] for lv in a["levels"]] == [lv["counts"] for lv in b["levels"]]
+    assert [lv["kv"]["peak_blocks_used"] for lv in a["levels"]] == \
+        [lv["kv"]["peak_blocks_used"] for lv in b["levels"]]
+    assert a["profile"]["sha256"] == b["profile"]["sha256"]
+
+
+def test_formats_and_out_dir(cli, tiny, tmp_path):
+    out = tmp_path / "out"
+    result = cli("sweep", *tiny, "--out", str(out), "--format", "csv")
+    assert result.exit_code == 0, result.stderr
+    lines = result.stdout.strip().splitlines()
+    assert lines[0].startswith("concurrency,rate,repeat") and len(lines) == 3
+    assert (out / "result.json").exists() and (out / "summary.md").exists()
+    assert "| level |" in (out / "summary.md").read_text()
+    result = cli("sweep", *tiny, "--format", "json")
+    assert json.loads(result.stdout)["schema"] == "perfkit.sweep/1"
+
+
+def test_open_loop_rate_level(cli, tiny, tmp_path):
+    doc, _ = run_tiny(cli, tiny, tmp_path, "--rate", "50")
+    rates = [lv["rate"] for lv in doc["levels"]]
+    assert 50.0 in rates
+    assert doc["levels"][-1]["observed_concurrency"] > 0
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["--concurrency", "1,x"], "--concurrency"),
+        (["--concurrency", "0"], "--concurrency"),
+        (["--device", "tpu"], "engine.device"),
+        (["--format", "xml"], "--format"),
+        (["--requests", "0"], "workload.num_requests"),
+        (["--profile", "nope"], "nope"),
+        (["--set", "engine.block_sise=3"], "block_size"),
+        (["--model", "llama3-70b"], "needs"),
+    ],
+)
+def test_bad_input_exit_2(cli, args, needle):
+    result = cli("sweep", "--requests", "2", *args)
+    assert result.exit_code == 2, (args, result.stdout)
+    assert needle in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_refuses_to_overwrite_without_force(cli, tiny, tmp_path):
+    path = tmp_path / "r.json"
+    path.write_text("{}")
+    result = cli("sweep", *tiny, "--json", str(path))
+    assert result.exit_code == 2 and "--force" in result.stderr
+
+
+def test_sigint_keeps_completed_levels(tiny, tmp_path):
+    path = tmp_path / "r.json"
+    args = [sys.executable, "-m", "perfkit", "sweep", *tiny, "--concurrency", "1,2,4,8",
+            "--requests", "12", "--json", str(path)]
+    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 120
+    while time.time() < deadline:
+        if path.exists() and json.loads(path.read_text())["levels"]:
+            break
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err
+    doc = json.loads(path.read_text())
+    assert doc["complete"] is False
+    assert 1 <= len(doc["levels"]) < 4
+    jsonschema.validate(doc, SCHEMA)
+    assert "Traceback" not in err
+    assert os.path.getsize(path) > 0
