@@ -49,7 +49,8 @@ def _type_name(tp: Any) -> str:
 
 
 def _describe(value: Any) -> str:
-    kind = {bool: "boolean", int: "integer", float: "number", str: "string", list: "list", dict: "table"}
+    kind = {bool: "boolean", int: "integer", float: "number", str: "string", list: "list",
+            dict: "table"}
     return f"{kind.get(type(value), type(value).__name__)} {value!r}"[:80]
 
 

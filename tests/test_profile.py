@@ -26,7 +26,7 @@ REQUIRED = {"default", "sharegpt", "alpaca", "shared-prefix", "long-context", "b
 
 
 def test_builtin_profiles_present():
-    assert REQUIRED <= set(builtin_names())
+    assert set(builtin_names()) >= REQUIRED
 
 
 @pytest.mark.parametrize("name", sorted(REQUIRED))
@@ -136,7 +136,7 @@ def test_missing_file_and_unknown_name():
 
 
 def test_bad_set_names_the_option():
-    with pytest.raises(ProfileError, match=r"--set engine.block_sise.*block_size"):
+    with pytest.raises(ProfileError, match=r"--set engine\.block_sise.*block_size"):
         load_profile("default", Overrides(sets=("engine.block_sise=16",)))
-    with pytest.raises(ProfileError, match="SECTION.KEY=VALUE"):
+    with pytest.raises(ProfileError, match=r"SECTION\.KEY=VALUE"):
         load_profile("default", Overrides(sets=("block_size",)))

@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 from perfkit.profile import ProfileError, builtin_dir, load_profile
 
 BASE = (builtin_dir() / "default.toml").read_text()
+FIXTURE_OK = [HealthCheck.function_scoped_fixture]
 
 
 def _try(tmp: Path, text: str) -> None:
@@ -21,13 +22,13 @@ def _try(tmp: Path, text: str) -> None:
         assert str(err)
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=150, deadline=None, suppress_health_check=FIXTURE_OK)
 @given(st.text(max_size=200))
 def test_random_text(tmp_path, text):
     _try(tmp_path, text)
 
 
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=200, deadline=None, suppress_health_check=FIXTURE_OK)
 @given(st.integers(0, len(BASE) - 1), st.integers(0, 20), st.text(max_size=12))
 def test_mutated_default(tmp_path, pos, cut, insert):
     _try(tmp_path, BASE[:pos] + insert + BASE[pos + cut:])
@@ -37,7 +38,7 @@ scalars = st.one_of(st.integers(-5, 5000), st.floats(allow_nan=False), st.boolea
                     st.text(max_size=5), st.lists(st.integers(-3, 64), max_size=4))
 
 
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=200, deadline=None, suppress_health_check=FIXTURE_OK)
 @given(st.sampled_from(["engine", "workload", "sweep", "slo", "model", "workload.prompt_len",
                         "workload.arrival", "workload.shared_prefix", "gate"]),
        st.sampled_from(["block_size", "num_blocks", "mean", "kind", "concurrency", "rate",

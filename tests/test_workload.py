@@ -42,7 +42,8 @@ def test_outputs_fit_max_model_len_and_prefixes_shared():
     grouped = [s for s in specs if s.prefix_group is not None]
     assert len(grouped) > len(specs) // 2
     g = grouped[0]
-    assert all(s.prompt[:256] == g.prompt[:256] for s in grouped if s.prefix_group == g.prefix_group)
+    same = [s for s in grouped if s.prefix_group == g.prefix_group]
+    assert all(s.prompt[:256] == g.prompt[:256] for s in same)
 
 
 def test_arrivals():

@@ -10,11 +10,19 @@ from rich.table import Table
 
 from perfkit.cli.common import console, user_errors
 from perfkit.measure.envinfo import Environment, collect
+from perfkit.measure.stacks import stacks_status
 from perfkit.units import format_bytes
 
 
 def _yes(ok: bool | None) -> str:
     return {True: "[green]yes[/]", False: "[red]no[/]", None: "not probed"}[ok]
+
+
+def _stacks(status: dict[str, object] | None) -> str:
+    if status is None:
+        return "not probed"
+    return ("[green]py-spy[/]: " if status["py_spy"] else "[yellow]fallback[/]: ") + str(
+        status["detail"])
 
 
 def render(env: Environment) -> Table:
@@ -34,6 +42,7 @@ def render(env: Environment) -> Table:
          else f"[red]missing[/]: {spy.reason}"),
         ("py-spy attach", _yes(spy.can_attach) + (f": {spy.reason}" if spy.reason else "")),
         ("ptrace_scope", "n/a (no Yama)" if spy.ptrace_scope is None else str(spy.ptrace_scope)),
+        ("stacks", _stacks(env.extra.get("stacks"))),
         ("CPU", f"{env.cpu_model}, {env.cpu_physical_cores} physical / "
          f"{env.cpu_logical_cores} logical cores"),
         ("memory", format_bytes(env.memory_total_bytes)),
@@ -49,6 +58,8 @@ def env(
 ) -> None:
     """Report versions, GPU/NVML status, py-spy and CPU: what to know before trusting a number."""
     info = collect(probe_pyspy=True)
+    ok, how = stacks_status()
+    info.extra["stacks"] = {"py_spy": ok, "detail": how}
     if as_json:
         typer.echo(json.dumps(info.to_dict(), indent=2))
     else:

@@ -7,7 +7,7 @@ from typing import Annotated
 import typer
 
 from perfkit import __version__
-from perfkit.cli import env, profiles, sweep
+from perfkit.cli import bench, env, profiles, stacks, sweep
 
 app = typer.Typer(
     name="perfkit",
@@ -20,6 +20,8 @@ app = typer.Typer(
 app.add_typer(profiles.app, name="profiles")
 app.command("env")(env.env)
 app.command("sweep")(sweep.sweep)
+app.command("bench")(bench.bench)
+app.command("stacks")(stacks.stacks)
 
 
 def _version(value: bool) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import signal
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
 from typing import Annotated, Any, Literal
@@ -26,12 +27,15 @@ from perfkit.cli.common import (
 from perfkit.engine.engine import Engine
 from perfkit.errors import PerfkitError
 from perfkit.measure.envinfo import collect
+from perfkit.measure.stacks import record_level
+from perfkit.measure.torch_kernels import cuda_kernel_profile
 from perfkit.profile import profile_dict, profile_sha256
 from perfkit.records import RequestRecord
 from perfkit.report import sweep as render
+from perfkit.report.stacks_summary import kernels_renderable, summary_renderable
 from perfkit.schema import Profile
 from perfkit.sweep.result import ResultWriter, atomic_write_text, dumps, knee_of
-from perfkit.sweep.runner import SweepPlan, plan_from_profile, run_level, schedule
+from perfkit.sweep.runner import Level, SweepPlan, plan_from_profile, run_level, schedule
 from perfkit.sweep.sizing import check_fits
 
 Format = Literal["table", "json", "markdown", "csv"]
@@ -84,8 +88,39 @@ def _outputs(json_path: Path | None, out_dir: Path | None, force: bool) -> Path 
     return path
 
 
+@dataclass(frozen=True)
+class StackOptions:
+    out_dir: Path
+    rate_hz: float
+    native: bool
+
+
+def _stack_label(level: Level, repeat: int, repeats: int) -> str:
+    base = str(level.concurrency) if level.rate is None else f"rate-{level.rate:g}"
+    return base + (f"-r{repeat}" if repeats > 1 else "")
+
+
+def _level_with_stacks(engine: Engine, profile: Profile, plan: SweepPlan, level: Level,
+                       repeat: int, tick: Any, stacks: StackOptions | None,
+                       quiet: bool) -> dict[str, Any]:
+    if stacks is None:
+        return run_level(engine, profile, plan, level, repeat, tick)
+    label = _stack_label(level, repeat, plan.repeats)
+    with record_level(stacks.out_dir, label, stacks.rate_hz, stacks.native) as rec, \
+            cuda_kernel_profile(stacks.out_dir / f"level-{label}.kernels.folded") as kernels:
+        result = run_level(engine, profile, plan, level, repeat, tick)
+    result["stacks"] = rec.to_dict() | {"kernels": kernels.to_dict()}
+    if rec.warning:
+        err_console.print(f"[yellow]warning:[/] {rec.warning}", soft_wrap=True)
+    if not quiet:
+        err_console.print(summary_renderable(rec))
+        if kernels.available:
+            err_console.print(kernels_renderable(kernels))
+    return result
+
+
 def _run(engine: Engine, profile: Profile, plan: SweepPlan, writer: ResultWriter,
-         stop: StopFlag, quiet: bool) -> bool:
+         stop: StopFlag, quiet: bool, stacks: StackOptions | None) -> bool:
     """Every level; returns True when all ran."""
     runs = schedule(plan)
     total = plan.num_requests + plan.num_warmup
@@ -104,7 +139,9 @@ def _run(engine: Engine, profile: Profile, plan: SweepPlan, writer: ResultWriter
                 rate = tokens[0] / max(time.perf_counter() - start, 1e-9)
                 bar.update(task, advance=1, est=f"~{rate:.0f} tok/s")
 
-            writer.add_level(run_level(engine, profile, plan, level, repeat, tick))
+            writer.add_level(
+                _level_with_stacks(engine, profile, plan, level, repeat, tick, stacks, quiet)
+            )
             bar.remove_task(task)
     return True
 
@@ -134,6 +171,12 @@ def sweep(
     samplers: Annotated[bool, typer.Option(
         help="Run the CPU/GC/NVML samplers (--no-samplers: wall time only).")] = True,
     force: Annotated[bool, typer.Option(help="Overwrite an existing result file.")] = False,
+    stacks: Annotated[bool, typer.Option(
+        "--stacks", help="Record flame-graph stacks of each level (py-spy, or a fallback).")
+    ] = False,
+    stack_rate: Annotated[float, typer.Option(help="Stack samples per second.")] = 100.0,
+    native: Annotated[bool, typer.Option(
+        help="With --stacks: add C/C++ frames (py-spy --native).")] = False,
 ) -> None:
     """Sweep concurrency (or arrival rate) over the paged KV engine: latency, throughput,
     KV usage, CPU kernel time, GC and GPU memory per level, the knee and findings."""
@@ -143,6 +186,12 @@ def sweep(
                            _sets(set_, concurrency, rate, requests, repeats, warmup, device, seed))
     path = _outputs(json_path, out, force)
     check_fits(prof)
+    if not 0 < stack_rate <= 1000:
+        raise PerfkitError(f"--stack-rate: expected 0 < HZ <= 1000, got {stack_rate:g}")
+    stack_opts = None
+    if stacks:
+        base = out if out is not None else (path.parent if path is not None else Path("."))
+        stack_opts = StackOptions(base / "stacks", stack_rate, native)
     plan = plan_from_profile(prof)
     if not samplers:
         plan = SweepPlan(plan.levels, plan.num_requests, plan.num_warmup, plan.repeats, False)
@@ -160,7 +209,7 @@ def sweep(
     stop = StopFlag()
     stop.install()
     try:
-        complete = _run(engine, prof, plan, writer, stop, quiet=fmt != "table")
+        complete = _run(engine, prof, plan, writer, stop, fmt != "table", stack_opts)
     except KeyboardInterrupt:
         complete = False
     _finish(writer, prof, complete, fmt, out)

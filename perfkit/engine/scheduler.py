@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 from perfkit.engine.blocks import BlockPool
 from perfkit.engine.kv_manager import KVManager, cdiv
-from perfkit.engine.sequence import Sequence, SeqStatus
+from perfkit.engine.sequence import SeqStatus, Sequence
 
 
 @dataclass(frozen=True)

@@ -9,9 +9,11 @@ import csv
 import io
 from typing import Any
 
+from rich import box
 from rich.console import Group
 from rich.table import Table
 from rich.text import Text
+
 
 def _ms(value: float | None) -> str:
     return "-" if value is None else f"{value * 1e3:.1f}"
@@ -39,34 +41,34 @@ def _faults(lv: dict[str, Any]) -> str:
 TIMINGS: list[tuple[str, Any]] = [
     ("level", _level),
     ("req/s", lambda lv: _num(lv["throughput"]["requests_per_s"], 2)),
-    ("out tok/s", lambda lv: _num(lv["throughput"]["output_tokens_per_s"])),
-    ("TTFT p50 ms", lambda lv: _ms(lv["latency"]["ttft"]["p50"])),
-    ("TTFT p99 ms", lambda lv: _ms(lv["latency"]["ttft"]["p99"])),
-    ("TPOT p50 ms", lambda lv: _ms(lv["latency"]["tpot"]["p50"])),
-    ("TPOT p99 ms", lambda lv: _ms(lv["latency"]["tpot"]["p99"])),
-    ("E2E p99 s", lambda lv: _num(lv["latency"]["e2e"]["p99"], 2)),
+    ("out\ntok/s", lambda lv: _num(lv["throughput"]["output_tokens_per_s"])),
+    ("TTFT\np50 ms", lambda lv: _ms(lv["latency"]["ttft"]["p50"])),
+    ("TTFT\np99 ms", lambda lv: _ms(lv["latency"]["ttft"]["p99"])),
+    ("TPOT\np50 ms", lambda lv: _ms(lv["latency"]["tpot"]["p50"])),
+    ("TPOT\np99 ms", lambda lv: _ms(lv["latency"]["tpot"]["p99"])),
+    ("E2E\np99 s", lambda lv: _num(lv["latency"]["e2e"]["p99"], 2)),
     ("goodput", lambda lv: _num((lv["goodput"]["share"] or 0) * 100, 0) + "%"),
 ]
 RESOURCES: list[tuple[str, Any]] = [
     ("level", _level),
-    ("user s", lambda lv: _num(lv["cpu"]["user_s"], 2)),
-    ("sys s", lambda lv: _num(lv["cpu"]["system_s"], 2)),
-    ("sys share", lambda lv: f"{lv['cpu']['system_share']:.1%}"),
-    ("faults/step", _faults),
-    ("invol. cs", lambda lv: str(lv["cpu"]["num_involuntary_ctx_switches"])),
-    ("runq wait s", lambda lv: _num(lv["cpu"].get("run_queue_wait_s"), 2)),
-    ("GC max ms", lambda lv: _ms(lv["gc"].get("max_s"))),
-    ("GPU peak", _gpu),
+    ("user\ns", lambda lv: _num(lv["cpu"]["user_s"], 2)),
+    ("sys\ns", lambda lv: _num(lv["cpu"]["system_s"], 2)),
+    ("sys\nshare", lambda lv: f"{lv['cpu']['system_share']:.1%}"),
+    ("faults\n/step", _faults),
+    ("invol.\nctx sw", lambda lv: str(lv["cpu"]["num_involuntary_ctx_switches"])),
+    ("runq\nwait s", lambda lv: _num(lv["cpu"].get("run_queue_wait_s"), 2)),
+    ("GC max\nms", lambda lv: _ms(lv["gc"].get("max_s"))),
+    ("GPU\npeak", _gpu),
 ]
 COUNTS: list[tuple[str, Any]] = [
     ("level", _level),
-    ("requests", lambda lv: str(lv["counts"]["requests"])),
-    ("out tokens", lambda lv: str(lv["counts"]["output_tokens"])),
-    ("rejected", lambda lv: str(sum(lv["counts"]["rejected"].values()))),
-    ("preempt", lambda lv: str(lv["counts"]["preemptions"])),
-    ("KV peak blocks", lambda lv: f"{lv['kv']['peak_blocks_used']}/{lv['kv']['blocks_total']}"),
-    ("KV peak slots", lambda lv: str(lv["kv"]["peak_slots_used"])),
-    ("prefix hit", lambda lv: f"{lv['prefix_hit_rate']:.0%}"),
+    ("reqs", lambda lv: str(lv["counts"]["requests"])),
+    ("out\ntokens", lambda lv: str(lv["counts"]["output_tokens"])),
+    ("rej.", lambda lv: str(sum(lv["counts"]["rejected"].values()))),
+    ("pre-\nempt", lambda lv: str(lv["counts"]["preemptions"])),
+    ("KV peak\nblocks", lambda lv: f"{lv['kv']['peak_blocks_used']}/{lv['kv']['blocks_total']}"),
+    ("KV peak\nslots", lambda lv: str(lv["kv"]["peak_slots_used"])),
+    ("prefix\nhit", lambda lv: f"{lv['prefix_hit_rate']:.0%}"),
     ("steps", lambda lv: str(lv["counts"]["steps"])),
 ]
 TABLES = [("Timings (noisy)", TIMINGS), ("CPU, GC, GPU (noisy)", RESOURCES),
@@ -80,7 +82,8 @@ def rows(doc: dict[str, Any], columns: list[tuple[str, Any]]) -> tuple[list[str]
 
 def _table(doc: dict[str, Any], title: str, columns: list[tuple[str, Any]]) -> Table:
     headers, body = rows(doc, columns)
-    table = Table(title=title, title_justify="left", title_style="bold")
+    table = Table(title=title, title_justify="left", title_style="bold", box=box.SIMPLE_HEAD,
+                  pad_edge=False)
     for h in headers:
         table.add_column(h, justify="left" if h == "level" else "right", no_wrap=True)
     for row in body:
@@ -106,6 +109,7 @@ def markdown(doc: dict[str, Any]) -> str:
     out = [f"## perfkit sweep: {doc['profile']['name']}"]
     for title, cols in TABLES:
         headers, body = rows(doc, cols)
+        headers = [h.replace("\n", " ") for h in headers]
         out += ["", f"### {title}", "", "| " + " | ".join(headers) + " |",
                 "|" + "---|" * len(headers)]
         out += ["| " + " | ".join(r) + " |" for r in body]

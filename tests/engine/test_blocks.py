@@ -16,7 +16,8 @@ def seq(tokens, sid=0):
 
 def test_hash_is_stable_across_processes():
     here = hash_block(None, [1, 2, 3, 4]).hex()
-    code = "from perfkit.engine.blocks import hash_block; print(hash_block(None, [1, 2, 3, 4]).hex())"
+    code = ("from perfkit.engine.blocks import hash_block; "
+            "print(hash_block(None, [1, 2, 3, 4]).hex())")
     there = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                            check=True, env={"PYTHONHASHSEED": "123"}).stdout.strip()
     assert here == there
@@ -57,7 +58,7 @@ def test_prefix_hit_and_counts():
     assert kv.admit(s1, 10)
     s1.num_computed_tokens = 10
     kv.cache_computed(s1)
-    s2 = seq(list(range(1, 9)) + [42, 43, 44], sid=1)  # same first 8 tokens
+    s2 = seq([*range(1, 9), 42, 43, 44], sid=1)  # same first 8 tokens
     assert kv.admit(s2, 100)
     assert s2.num_computed_tokens == 8 and s2.num_cached_tokens == 8
     assert s2.block_ids[:2] == s1.block_ids[:2]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from perfkit.engine.blocks import BlockPool
 from perfkit.engine.scheduler import Scheduler, SchedulerConfig
-from perfkit.engine.sequence import Sequence, SeqStatus
+from perfkit.engine.sequence import SeqStatus, Sequence
 
 
 def make(num_blocks=16, block_size=4, max_seqs=8, budget=64, max_len=64, max_waiting=100,

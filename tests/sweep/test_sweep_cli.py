@@ -13,7 +13,6 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-
 SCHEMA = json.loads((Path(__file__).parents[2] / "perfkit/sweep/schema.json").read_text())
 
 

@@ -1,0 +1,117 @@
+"""`perfkit stacks`: flame-graph-ready stacks of any Python process.
+
+    perfkit stacks --pid 1234 --duration 10
+    perfkit stacks -- python bench.py --flag
+
+Writes NAME.folded (the artifact), NAME.speedscope.json and NAME.svg under
+--out, then prints where the time went.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from perfkit.cli.common import console, err_console, user_errors
+from perfkit.errors import PerfkitError
+from perfkit.measure.stacks import SAMPLERS, StackRecording, output_paths
+from perfkit.measure.stacks_external import check_pid, record_command, record_pid
+from perfkit.report.stacks_summary import summary_renderable
+
+DEFAULT_DURATION_S = 10.0
+
+
+def default_name(pid: int | None, command: list[str]) -> str:
+    """pid-PID; the script or module for `python script.py` / `-m mod`; else the program."""
+    if pid is not None:
+        return f"pid-{pid}"
+    prog = Path(command[0]).name
+    if len(command) > 1 and prog.startswith("python"):
+        if command[1] == "-m" and len(command) > 2:
+            prog = command[2]
+        else:
+            prog = "python-c" if command[1] == "-c" else Path(command[1]).stem
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", prog) or "stacks"
+
+
+def check_inputs(pid: int | None, command: list[str], duration: float | None, rate: float,
+                 sampler: str) -> None:
+    if pid is None and not command:
+        raise PerfkitError("nothing to record: give --pid PID, or a command after -- "
+                           "(perfkit stacks -- python app.py)")
+    if pid is not None and command:
+        raise PerfkitError("give --pid PID or a command after --, not both")
+    if duration is not None and duration <= 0:
+        raise PerfkitError(f"--duration must be > 0 seconds, got {duration:g}")
+    if rate <= 0:
+        raise PerfkitError(f"--rate must be > 0 samples per second, got {rate:g}")
+    if sampler not in SAMPLERS:
+        raise PerfkitError(f"--sampler must be one of {', '.join(SAMPLERS)}, got {sampler!r}")
+    if pid is not None:
+        if sampler == "thread":
+            raise PerfkitError("--sampler thread records only a command perfkit starts; "
+                               "--pid needs py-spy")
+        check_pid(pid)
+
+
+def check_outputs(out: Path, name: str, force: bool) -> None:
+    existing = [p for p in output_paths(out, name) if p.exists()]
+    if existing and not force:
+        raise PerfkitError(f"{existing[0]} exists; pass --force to overwrite or --name NAME")
+
+
+def report(recording: StackRecording, top: int) -> None:
+    if recording.warning:
+        err_console.print(f"[yellow]warning:[/] {recording.warning}", highlight=False,
+                          soft_wrap=True)
+    console.print(summary_renderable(recording, top))
+
+
+@user_errors
+def stacks(
+    command: Annotated[list[str] | None, typer.Argument(
+        help="A Python command to start and record, after `--`: "
+             "perfkit stacks -- python app.py ARGS", show_default=False)] = None,
+    pid: Annotated[int | None, typer.Option(
+        "--pid", help="Record this running Python process (needs py-spy and ptrace "
+                      "permission).", show_default=False)] = None,
+    duration: Annotated[float | None, typer.Option(
+        "--duration", help="Seconds to record --pid (default 10); with a command, stop "
+                           "recording after this long (the command runs on).",
+        show_default=False)] = None,
+    rate: Annotated[float, typer.Option("--rate", help="Samples per second.")] = 100.0,
+    native: Annotated[bool, typer.Option(
+        "--native", help="Add C/C++ frames (py-spy only; pauses the target at each sample).",
+    )] = False,
+    out: Annotated[Path, typer.Option(
+        "--out", help="Folder for NAME.folded, NAME.speedscope.json and NAME.svg.")
+    ] = Path("perfkit-stacks"),
+    name: Annotated[str | None, typer.Option(
+        "--name", help="Base name of the files (default: pid-PID or the program's name).",
+        show_default=False)] = None,
+    sampler: Annotated[str, typer.Option(
+        "--sampler", help="auto (py-spy, else the in-process sampler for python "
+                          "commands), py-spy, or thread.")] = "auto",
+    top: Annotated[int, typer.Option("--top", help="Rows in each summary table.")] = 8,
+    force: Annotated[bool, typer.Option("--force", help="Overwrite files of the same name.")
+                     ] = False,
+) -> None:
+    """Record flame-graph-ready stacks of a Python process: folded, speedscope, SVG."""
+    argv = list(command or [])
+    check_inputs(pid, argv, duration, rate, sampler)
+    base = name or default_name(pid, argv)
+    check_outputs(out, base, force)
+    if pid is not None:
+        secs = DEFAULT_DURATION_S if duration is None else duration
+        err_console.print(f"recording pid {pid} for {secs:g} s at {rate:g} Hz ...")
+        report(record_pid(pid, secs, out, base, rate, native), top)
+        return
+    recording, code = record_command(argv, out, base, rate, native, sampler, duration)
+    report(recording, top)
+    if code != 0:
+        err_console.print(f"[yellow]warning:[/] {argv[0]} exited with code {code}",
+                          highlight=False, soft_wrap=True)
+        raise typer.Exit(code)
