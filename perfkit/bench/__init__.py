@@ -1,0 +1,1 @@
+"""Microbenchmarks of engine parts (no CLI here): numbers against the machine's limits."""

@@ -1,0 +1,1 @@
+"""The serving engine: scheduler, block bookkeeping, KV cache tensors, paged attention, model."""
