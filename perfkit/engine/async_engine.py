@@ -24,6 +24,7 @@ class RequestStream:
         self.seq = seq
         self.rejected = rejected  # admission-control reason; the stream is empty then
         self.queue: asyncio.Queue[TokenEvent | None] = asyncio.Queue()
+        self.cancelled = False  # ends the stream at once, even with tokens still queued
         if rejected is not None:
             self.queue.put_nowait(None)
 
@@ -31,9 +32,9 @@ class RequestStream:
         return self._iter()
 
     async def _iter(self) -> AsyncIterator[TokenEvent]:
-        while True:
+        while not self.cancelled:
             event = await self.queue.get()
-            if event is None:
+            if event is None or self.cancelled:
                 return
             yield event
             if event.finished:
@@ -64,6 +65,7 @@ class AsyncEngine:
         return stream
 
     def cancel(self, stream: RequestStream) -> None:
+        stream.cancelled = True
         self.engine.cancel(stream.seq)
         if self._streams.pop(stream.seq.seq_id, None) is not None:
             stream.queue.put_nowait(None)
