@@ -83,20 +83,20 @@ def test_admission_rejections_never_crash():
 
 def test_async_stream_and_cancel():
     eng = engine(profile="default")
-    reqs = specs("default", 3)
+    short = RequestSpec(0, (3, 4, 5, 6), 5)
+    long = RequestSpec(1, (7, 8, 9), 40)
 
     async def main():
         async with AsyncEngine(eng) as aeng:
-            first = aeng.submit(reqs[0])
-            second = aeng.submit(reqs[1])
-            got = [ev.token async for ev in first]
+            first, second = aeng.submit(short), aeng.submit(long)
             cancelled = []
             async for ev in second:
                 cancelled.append(ev.token)
                 aeng.cancel(second)
+            got = [ev.token async for ev in first]
             return got, cancelled, second.seq.finish_reason
 
     got, cancelled, reason = asyncio.run(main())
-    assert len(got) == reqs[0].max_tokens
+    assert len(got) == 5
     assert len(cancelled) == 1 and reason == "cancelled"
     assert eng.pool.num_free_blocks == eng.pool.num_blocks
