@@ -134,6 +134,9 @@ def _expand_model(data: dict[str, Any], source: str) -> None:
     preset = model.get("preset")
     if preset is None:
         return
+    if not isinstance(preset, str):
+        raise ProfileError(f"{source}: model.preset: expected a preset name (a string), "
+                           f"got {preset!r}")
     if preset not in MODEL_PRESETS:
         hint = unknown_key_message(str(preset), list(MODEL_PRESETS)).replace("key", "preset")
         raise ProfileError(f"{source}: model.preset: {hint}")

@@ -198,10 +198,13 @@ class SloConfig:
 
 @dataclass
 class GateRule:
-    direction: Literal["lower", "higher"] = "lower"  # which way is better
-    rel_tol: float | None = 0.10  # relative tolerance (0.10 = 10%)
+    """Overrides for one metric's gate rule; a field left unset keeps the metric's default
+    (see `perfkit gate`: e.g. TTFT p99 is lower-is-better within 15%)."""
+
+    direction: Literal["lower", "higher"] | None = None  # which way is better
+    rel_tol: float | None = None  # relative tolerance (0.10 = 10%)
     abs_tol: float | None = None  # absolute tolerance in the metric's unit
-    required: bool = True
+    required: bool | None = None  # a required metric missing from a result fails
 
     def check(self) -> None:
         _positive("rel_tol", self.rel_tol, allow_zero=True)

@@ -7,7 +7,7 @@ from typing import Annotated
 import typer
 
 from perfkit import __version__
-from perfkit.cli import bench, env, profiles, stacks, sweep
+from perfkit.cli import bench, env, gate, profiles, stacks, sweep
 
 app = typer.Typer(
     name="perfkit",
@@ -22,6 +22,7 @@ app.command("env")(env.env)
 app.command("sweep")(sweep.sweep)
 app.command("bench")(bench.bench)
 app.command("stacks")(stacks.stacks)
+app.command("gate")(gate.gate)
 
 
 def _version(value: bool) -> None:

@@ -1,0 +1,63 @@
+"""`perfkit gate`: two sweep results -> per-(level, metric) verdicts -> exit code.
+
+Exit 0: pass. 1: regression. 2: usage error, unreadable or incomparable inputs.
+Output files are verdicts of this run and are replaced (atomically) when they exist:
+CI passes paths such as $GITHUB_STEP_SUMMARY that already exist.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.text import Text
+
+from perfkit.analysis.gate import GateResult, evaluate
+from perfkit.cli.common import console, err_console, user_errors
+from perfkit.report import gate as render
+from perfkit.sweep.result import atomic_write_text, load_result
+
+
+def _write(result: GateResult, markdown: Path | None, junit: Path | None,
+           json_path: Path | None) -> None:
+    for path, text in ((markdown, render.markdown), (junit, render.junit),
+                       (json_path, render.json_text)):
+        if path is not None:
+            atomic_write_text(path, text(result))
+
+
+@user_errors
+def gate(
+    baseline: Annotated[Path, typer.Argument(help="Sweep result JSON to compare against.")],
+    current: Annotated[Path, typer.Argument(help="Sweep result JSON under test.")],
+    rules: Annotated[Path | None, typer.Option(
+        help="TOML file of \\[rules.METRIC] tables (direction, rel_tol, abs_tol, required); "
+        "they override the defaults and the profile's \\[gate.rules].")] = None,
+    markdown: Annotated[Path | None, typer.Option(
+        help="Write a Markdown summary here (e.g. $GITHUB_STEP_SUMMARY).")] = None,
+    junit: Annotated[Path | None, typer.Option(
+        help="Write JUnit XML here: one test case per level and metric.")] = None,
+    json_path: Annotated[Path | None, typer.Option(
+        "--json", help="Write the JSON verdict here.")] = None,
+    allow_mismatch: Annotated[bool, typer.Option(
+        "--allow-mismatch",
+        help="Compare even when the profiles or device classes differ (with a warning).")
+    ] = False,
+) -> None:
+    """Gate on performance regressions: exit 1 when a required metric regressed beyond
+    its tolerance with 95% confidence, a deterministic count changed, or a required
+    metric is missing."""
+    base_doc, cur_doc = load_result(baseline), load_result(current)
+    result = evaluate(base_doc, cur_doc, (baseline, current), rules, allow_mismatch)
+    for note in result.notes:
+        if "--allow-mismatch" in note:
+            err_console.print(Text.assemble(("warning: ", "yellow"), note), highlight=False)
+    _write(result, markdown, junit, json_path)
+    # CI logs are not width-limited: don't squeeze the table into 80 columns there.
+    out = console if console.is_terminal else Console(width=max(console.width,
+                                                                render.TABLE_WIDTH))
+    out.print(render.rich_table(result))
+    if result.verdict != "pass":
+        raise typer.Exit(1)

@@ -1,0 +1,114 @@
+import copy
+import importlib.util
+import json
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+import typer
+from typer.testing import CliRunner
+
+from perfkit.cli import gate as gate_cmd
+
+_spec = importlib.util.spec_from_file_location(
+    "gate_docs", Path(__file__).parents[1] / "analysis" / "gate_docs.py")
+assert _spec is not None and _spec.loader is not None
+gate_docs = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(gate_docs)
+
+
+def _app() -> typer.Typer:
+    """`perfkit gate` as the lead registers it: app.command("gate")(gate.gate)."""
+    app = typer.Typer(pretty_exceptions_enable=False)
+    app.callback()(lambda: None)
+    app.command("gate")(gate_cmd.gate)
+    return app
+
+
+@pytest.fixture
+def gate(tmp_path):
+    app, runner = _app(), CliRunner()
+
+    def invoke(base: dict | str, cur: dict | str, *args: str):
+        paths = []
+        for name, d in (("base.json", base), ("cur.json", cur)):
+            path = tmp_path / name
+            path.write_text(d if isinstance(d, str) else json.dumps(d))
+            paths.append(str(path))
+        return runner.invoke(app, ["gate", *paths, *args], catch_exceptions=False)
+
+    return invoke
+
+
+def test_identical_results_exit_0_and_write_every_output(gate, tmp_path):
+    d = gate_docs.noisy_doc(1)
+    md, xml, out = tmp_path / "s.md", tmp_path / "j.xml", tmp_path / "v.json"
+    md.write_text("stale")  # CI passes existing files ($GITHUB_STEP_SUMMARY): replaced
+    result = gate(d, d, "--markdown", str(md), "--junit", str(xml), "--json", str(out))
+    assert result.exit_code == 0, result.stdout + result.stderr
+    assert "pass: 38 checks, none failing" in result.stdout
+    assert "ttft_p50" in result.stdout and "within noise" in result.stdout
+    assert md.read_text().startswith("## ✅ perfkit gate: pass")
+    assert ET.parse(xml).getroot().get("failures") == "0"
+    verdict = json.loads(out.read_text())
+    assert (verdict["schema"], verdict["verdict"]) == ("perfkit.gate/1", "pass")
+
+
+def test_planted_slowdown_exits_1_with_a_junit_failure(gate, tmp_path):
+    base = gate_docs.noisy_doc(1000, n=300)
+    cur = gate_docs.noisy_doc(1001, n=300, tpot_factor=1.2)
+    xml = tmp_path / "j.xml"
+    result = gate(base, cur, "--junit", str(xml))
+    assert result.exit_code == 1
+    assert "FAIL c=1 tpot_p50: regression" in result.stdout
+    failed = {c.get("name") for c in ET.parse(xml).getroot().iter("testcase")
+              if c.find("failure") is not None}
+    assert "tpot_p50" in failed
+
+
+def test_changed_count_exits_1(gate):
+    base = gate_docs.noisy_doc(2)
+    cur = copy.deepcopy(base)
+    cur["levels"][0]["counts"]["pool_hits"] += 1
+    result = gate(base, cur)
+    assert result.exit_code == 1
+    assert "prefix_hits: changed" in result.stdout
+
+
+def test_incomparable_results_exit_2_with_the_reason(gate):
+    base = gate_docs.noisy_doc(3)
+    cur = gate_docs.noisy_doc(4, device_class="cuda:NVIDIA H200")
+    result = gate(base, cur)
+    assert result.exit_code == 2
+    assert result.stderr.startswith("error: cannot compare")
+    assert "'cpu:Test CPU'" in result.stderr and "'cuda:NVIDIA H200'" in result.stderr
+    allowed = gate(base, cur, "--allow-mismatch")
+    assert allowed.exit_code == 0
+    assert "warning:" in allowed.stderr and "device class differs" in allowed.stderr
+
+
+@pytest.mark.parametrize("bad", [
+    "{not json", json.dumps({"schema": "other"}), json.dumps([1, 2]),
+    json.dumps({"schema": "perfkit.sweep/1", "levels": "x"}),
+])
+def test_malformed_file_exits_2(gate, bad):
+    result = gate(gate_docs.noisy_doc(5), bad)
+    assert result.exit_code == 2
+    assert result.stderr.startswith("error:") and "cur.json" in result.stderr
+    assert "Traceback" not in result.stderr + result.stdout
+
+
+def test_missing_file_exits_2(tmp_path):
+    result = CliRunner().invoke(_app(), ["gate", str(tmp_path / "a.json"),
+                                         str(tmp_path / "b.json")])
+    assert result.exit_code == 2
+    assert "no such file" in result.stderr
+
+
+def test_rules_file_with_unknown_metric_exits_2(gate, tmp_path):
+    rules = tmp_path / "rules.toml"
+    rules.write_text("[rules.thruput]\nrel_tol = 0.2\n")
+    d = gate_docs.noisy_doc(6)
+    result = gate(d, d, "--rules", str(rules))
+    assert result.exit_code == 2
+    assert "unknown metric 'thruput'; did you mean 'throughput'" in result.stderr
