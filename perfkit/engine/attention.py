@@ -80,6 +80,9 @@ class PagedAttention:
         Writes k/v into the cache at meta.slot_mapping, attends over the cache, returns
         [T, num_heads, head_dim] (into `out` when given; it must be contiguous)."""
         self._check(q, k, v, meta, out)
+        if not kv.block_size == self.workspace.block_size == meta.block_size:
+            raise ValueError(f"attention: block sizes differ: cache {kv.block_size}, "
+                             f"workspace {self.workspace.block_size}, metadata {meta.block_size}")
         plan = meta.plan(self.workspace)  # built at layer 0, reused by the others
         kv.write(layer, meta.slot_mapping, k, v)
         if out is None:

@@ -198,6 +198,13 @@ def test_rejects_batches_beyond_workspace_limits():
         too_many.plan(case.attn.workspace)
 
 
+def test_rejects_mismatched_block_size():
+    case = make_case(random.Random(4), [(5, 1)], 1)
+    meta = AttentionMetadata.build([1], [6], [[0, 1, 2]], BLOCK // 2, "cpu")
+    with pytest.raises(ValueError, match="block sizes"):
+        case.attn.forward(case.q, case.k, case.v, case.kv, 1, meta)
+
+
 def test_backends():
     args = (4, 2, 16, 4, 2, 32, 32, torch.float32, "cpu")
     assert PagedAttention(*args).backend == "gather"
