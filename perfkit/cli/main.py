@@ -7,7 +7,7 @@ from typing import Annotated
 import typer
 
 from perfkit import __version__
-from perfkit.cli import bench, env, gate, profiles, stacks, sweep
+from perfkit.cli import bench, env, fragmentation, gate, profiles, stacks, sweep
 
 app = typer.Typer(
     name="perfkit",
@@ -23,6 +23,7 @@ app.command("sweep")(sweep.sweep)
 app.command("bench")(bench.bench)
 app.command("stacks")(stacks.stacks)
 app.command("gate")(gate.gate)
+app.command("fragmentation")(fragmentation.fragmentation)
 
 
 def _version(value: bool) -> None:

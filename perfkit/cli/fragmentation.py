@@ -1,0 +1,136 @@
+"""`perfkit fragmentation`: how much KV memory each allocation policy wastes, and how.
+
+Options -> budget -> replays (and the live engine with --live) -> table -> JSON.
+--simulate is the default: it needs no tensors, so GPU-sized profiles run anywhere.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Annotated, cast
+
+import typer
+
+from perfkit.analysis.frag_types import Arrivals
+from perfkit.analysis.fragmentation import (
+    Budget,
+    FragConfig,
+    kv_budget,
+    simulate,
+    weight_bytes,
+)
+from perfkit.cli.common import (
+    ModelOpt,
+    ProfileOpt,
+    SetOpt,
+    console,
+    parse_list,
+    resolve_profile,
+    user_errors,
+)
+from perfkit.errors import PerfkitError
+from perfkit.presets import GPU_MEMORY
+from perfkit.report.fragmentation import render, to_dict, write_json
+from perfkit.schema import Profile
+from perfkit.units import format_bytes
+
+SIMULATE_REQUESTS = 10_000  # default --requests for --simulate: long enough to average
+MAX_BLOCK_SIZE = 1024  # as engine.block_size
+
+
+def _block_sizes(text: str) -> tuple[int, ...]:
+    sizes = parse_list(text, int, "--block-sizes")
+    too_big = [s for s in sizes if s > MAX_BLOCK_SIZE]
+    if too_big:
+        raise PerfkitError(f"--block-sizes: {too_big[0]} is larger than {MAX_BLOCK_SIZE}")
+    return tuple(sorted(set(sizes)))
+
+
+def _check(simulate_: bool, live_: bool, requests: int | None, step_ms: float,
+           jobs: int, gpu: str | None, arrivals: str, json_out: Path | None) -> None:
+    """Every option error before any work, each naming its option."""
+    if simulate_ and live_:
+        raise PerfkitError("--simulate and --live exclude each other; give one of them")
+    if requests is not None and requests < 1:
+        raise PerfkitError(f"--requests: expected a positive number, got {requests}")
+    if step_ms <= 0:
+        raise PerfkitError(f"--step-ms: expected a positive number, got {step_ms:g}")
+    if jobs < 1:
+        raise PerfkitError(f"--jobs: expected a positive number, got {jobs}")
+    if gpu is not None and gpu not in GPU_MEMORY:
+        raise PerfkitError(f"--gpu: unknown GPU {gpu!r}; choose one of {', '.join(GPU_MEMORY)}")
+    if arrivals not in ("saturate", "profile"):
+        raise PerfkitError(f"--arrivals: expected saturate or profile, got {arrivals!r}")
+    if json_out is not None and not json_out.resolve().parent.is_dir():
+        raise PerfkitError(f"--json: folder {str(json_out.parent)!r} does not exist")
+
+
+def _live_profile(profile: Profile, budget: Budget, explicit: bool) -> Profile:
+    """The engine's profile: its pool is the budget when one was given. Refused when the
+    weights and KV tensors would not fit in half the memory the device has free."""
+    from perfkit.analysis.frag_live import available_bytes
+
+    room, where = available_bytes(profile)
+    weights = weight_bytes(profile.model)
+    if weights + budget.bytes > room // 2:
+        raise PerfkitError(
+            f"--live would allocate {format_bytes(weights)} of weights and "
+            f"{format_bytes(budget.bytes)} of KV tensors, and {where} has {format_bytes(room)} "
+            "available; use --simulate, a smaller --kv-memory or a smaller --model")
+    if not explicit:
+        return profile
+    engine = dataclasses.replace(profile.engine, kv_memory=f"{budget.bytes}B")
+    return dataclasses.replace(profile, engine=engine)
+
+
+@user_errors
+def fragmentation(
+    profile: ProfileOpt = "default",
+    model: ModelOpt = None,
+    set_: SetOpt = None,
+    block_sizes: Annotated[str, typer.Option(
+        "--block-sizes", help="Paged block sizes to replay, comma-separated.")] = "8,16,32,64,128",
+    kv_memory: Annotated[str | None, typer.Option(
+        "--kv-memory", help="KV budget shared by every policy, e.g. 120GiB.")] = None,
+    gpu: Annotated[str | None, typer.Option(
+        "--gpu", help="KV budget from a GPU: h200, h100, a100-80g, a100-40g "
+        "(x 0.9 utilization, minus the weights).")] = None,
+    requests: Annotated[int | None, typer.Option(
+        "--requests", help=f"Requests to replay [default: {SIMULATE_REQUESTS:,} simulated, "
+        "the profile's workload.num_requests live].")] = None,
+    simulate_: Annotated[bool, typer.Option(
+        "--simulate", help="Replay without tensors (the default).")] = False,
+    live_: Annotated[bool, typer.Option(
+        "--live", help="Also run the real engine and report its BlockPool over time.")] = False,
+    arrivals: Annotated[str, typer.Option(
+        "--arrivals", help="saturate: every request waits from step 0 (the pool stays full); "
+        "profile: the profile's arrival process.")] = "saturate",
+    step_ms: Annotated[float, typer.Option(
+        "--step-ms", help="Milliseconds per engine step, to turn --arrivals profile "
+        "into steps.")] = 25.0,
+    jobs: Annotated[int, typer.Option(
+        "--jobs", help="Processes replaying policies in parallel.")] = 2,
+    json_out: Annotated[Path | None, typer.Option(
+        "--json", help="Also write the result as JSON to this file.")] = None,
+) -> None:
+    """Replay the profile's requests through contiguous and paged KV allocation on one
+    memory budget: token states, reserved, internal and external fragmentation, free."""
+    _check(simulate_, live_, requests, step_ms, jobs, gpu, arrivals, json_out)
+    sizes = _block_sizes(block_sizes)
+    prof = resolve_profile(profile, model, set_)
+    budget = kv_budget(prof, kv_memory, gpu)
+    num = requests or (prof.workload.num_requests if live_ else SIMULATE_REQUESTS)
+    cfg = FragConfig(sizes, num, cast(Arrivals, arrivals), step_ms / 1e3, jobs)
+    live_prof = _live_profile(prof, budget, kv_memory is not None or gpu is not None) \
+        if live_ else None
+    report = simulate(prof, budget, cfg)  # before the engine starts threads: it may fork
+    live_report = None
+    if live_prof is not None:
+        from perfkit.analysis.frag_live import live
+
+        live_report = live(live_prof, num, cfg.arrivals, cfg.step_s)
+    console.print(render(report, live_report))
+    if json_out is not None:
+        write_json(json_out, to_dict(report, live_report))
+        console.print(f"wrote {json_out}", style="dim")
