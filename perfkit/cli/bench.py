@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 from typing import Annotated, Any
 
+import torch
 import typer
 from rich.table import Table
 
@@ -37,6 +38,9 @@ def run_benches(only: list[str], profile: Any, device: str) -> dict[str, Any]:
     from perfkit.bench.step import bench_step
 
     out: dict[str, Any] = {}
+    if profile.engine.cpu_threads and device == "cpu":
+        torch.set_num_threads(profile.engine.cpu_threads)  # as the profile's engine runs
+    out["threads"] = torch.get_num_threads()
     if "attention" in only:
         with console.status("attention: paged vs dense SDPA ..."):
             out.update(bench_attention(device))
