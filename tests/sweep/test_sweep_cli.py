@@ -38,6 +38,18 @@ def test_sweep_writes_valid_result(cli, tiny, tmp_path):
     assert "Knee:" in result.stdout
 
 
+MACHINE_DEPENDENT = {"cpu_contention", "high_kernel_time", "gc_pauses"}  # other load here
+
+
+def test_default_profile_has_no_workload_findings(cli, tmp_path):
+    path = tmp_path / "d.json"
+    result = cli("sweep", "--requests", "8", "--warmup", "1", "--json", str(path))
+    assert result.exit_code == 0, result.stderr
+    doc = json.loads(path.read_text())
+    found = {f["id"] for f in doc["findings"] if f["severity"] == "warning"}
+    assert not found - MACHINE_DEPENDENT, doc["findings"]
+
+
 def test_counts_are_deterministic(cli, tiny, tmp_path):
     a, _ = run_tiny(cli, tiny, tmp_path / "a")
     b, _ = run_tiny(cli, tiny, tmp_path / "b")
@@ -112,3 +124,22 @@ def test_sigint_keeps_completed_levels(tiny, tmp_path):
     jsonschema.validate(doc, SCHEMA)
     assert "Traceback" not in err
     assert os.path.getsize(path) > 0
+
+
+@pytest.mark.parametrize(
+    ("args", "finding"),
+    [
+        (["--set", "engine.num_blocks=24", "--concurrency", "8"], "kv_pressure"),
+        (["--profile", "shared-prefix", "--set", "engine.prefix_caching=false"],
+         "prefix_caching_missed"),
+        (["--set", "engine.block_size=128", "--set", "engine.num_blocks=64"],
+         "internal_fragmentation"),
+    ],
+)
+def test_findings_fire_on_crafted_profiles(cli, tmp_path, args, finding):
+    path = tmp_path / "f.json"
+    result = cli("sweep", "--requests", "8", "--warmup", "1", "--concurrency", "8",
+                 "--json", str(path), *args)
+    assert result.exit_code == 0, result.stderr
+    ids = {f["id"] for f in json.loads(path.read_text())["findings"]}
+    assert finding in ids
