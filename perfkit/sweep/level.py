@@ -6,6 +6,8 @@ Layout of a level (JSON):
   latency     ttft / tpot / itl / e2e / queue distributions (seconds)
   throughput  requests/s, tokens/s; goodput; observed concurrency
   kv          usage in blocks and token slots: peaks and per-step means (counts), timeline
+  guard       counts: requests ended by reason (stop = tool call accepted, loop, length),
+              tool_calls, invalid_tool_calls (must be 0 with the guard on); timing apart
   cpu, gc, gpu, cuda   sampler results (timings; with their own int counters)
   requests    raw per-request samples
 """
@@ -66,6 +68,16 @@ def _kv(run: LevelRun) -> dict[str, Any]:
     }
 
 
+def _guard(stats: EngineStats) -> dict[str, Any]:
+    counts = stats.guard
+    return {
+        "counts": {"ended": dict(counts.ended), "tool_calls": counts.tool_calls,
+                   "invalid_tool_calls": counts.invalid_tool_calls},
+        "timing": {"guard_s": stats.guard_s,
+                   "us_per_step": stats.guard_s / stats.steps * 1e6 if stats.steps else 0.0},
+    }
+
+
 def _request_sample(r: RequestRecord) -> dict[str, Any]:
     return {
         "id": r.request_id, "warmup": r.warmup, "arrival_s": r.arrival_s,
@@ -102,6 +114,7 @@ def level_result(run: LevelRun, slo: SloConfig) -> dict[str, Any]:
         "observed_concurrency": e2e_sum / thr.window_s if thr.window_s else None,
         "prefix_hit_rate": counts.cached_tokens / prompt if prompt else 0.0,
         "kv": _kv(run),
+        "guard": _guard(run.stats),
         "cpu": dataclasses.asdict(m.proc),
         "gc": {k: v for k, v in dataclasses.asdict(m.gc).items() if k != "pauses_s"},
         "gpu": {k: v for k, v in dataclasses.asdict(m.nvml).items() if k != "samples"}

@@ -75,15 +75,29 @@ async def closed_loop(aeng: AsyncEngine, specs: list[RequestSpec], concurrency: 
 
 
 async def open_loop(aeng: AsyncEngine, specs: list[RequestSpec], num_warmup: int,
-                    t0: float, on_record: OnRecord = _ignore) -> list[RequestRecord]:
-    """Submit each spec at t0 + spec.arrival_s (specs carry the rate's arrival offsets)."""
+                    t0: float, on_record: OnRecord = _ignore,
+                    on_warm: Callable[[], None] = lambda: None) -> list[RequestRecord]:
+    """Submit each spec at its arrival offset (specs carry the rate's offsets).
 
-    async def one(spec: RequestSpec) -> RequestRecord:
-        delay = t0 + spec.arrival_s - time.perf_counter()
+    As in the closed loop, the warm-up specs run first and end before the measured
+    phase; the measured arrivals then start over from the phase's start (offsets
+    relative to the first measured spec), so every measured request is measured.
+    """
+
+    async def one(spec: RequestSpec, start: float, warmup: bool) -> RequestRecord:
+        delay = start + spec.arrival_s - time.perf_counter()
         if delay > 0:
             await asyncio.sleep(delay)
-        record = await _serve(aeng, spec, spec.request_id < num_warmup, t0, spec.arrival_s)
+        record = await _serve(aeng, spec, warmup, t0, start + spec.arrival_s - t0)
         on_record(record)
         return record
 
-    return list(await asyncio.gather(*(one(s) for s in specs)))
+    records: list[RequestRecord] = []
+    for phase, warmup in ((specs[:num_warmup], True), (specs[num_warmup:], False)):
+        if not phase:
+            continue
+        start = time.perf_counter() - phase[0].arrival_s
+        records += await asyncio.gather(*(one(s, start, warmup) for s in phase))
+        if warmup:
+            on_warm()
+    return records

@@ -75,7 +75,7 @@ async def _drive(engine: Engine, specs: list[RequestSpec], level: Level, num_war
             assert level.concurrency is not None
             return await closed_loop(aeng, specs, level.concurrency, num_warmup, t0, on_record,
                                      on_warm)
-        return await open_loop(aeng, specs, num_warmup, t0, on_record)
+        return await open_loop(aeng, specs, num_warmup, t0, on_record, on_warm)
 
 
 def _noop(record: Any) -> None:
@@ -89,7 +89,7 @@ def run_level(engine: Engine, profile: Profile, plan: SweepPlan, level: Level,
     samplers = LevelSamplers(profile.sweep.nvml_hz, enabled=plan.samplers)
     samplers.start()
 
-    def on_warm() -> None:  # closed loop: measure the measured phase only
+    def on_warm() -> None:  # measure the measured phase only
         engine.reset_stats()
         samplers.stop()
         samplers.start()

@@ -75,7 +75,11 @@ def test_open_loop_rate_level(cli, tiny, tmp_path):
     doc, _ = run_tiny(cli, tiny, tmp_path, "--rate", "50")
     rates = [lv["rate"] for lv in doc["levels"]]
     assert 50.0 in rates
-    assert doc["levels"][-1]["observed_concurrency"] > 0
+    level = doc["levels"][-1]
+    assert level["observed_concurrency"] > 0
+    assert level["counts"]["requests"] == 6  # warm-up ran first: every measured one counts
+    arrivals = sorted(r["arrival_s"] for r in level["requests"] if not r["warmup"])
+    assert arrivals[-1] - arrivals[0] > 0  # poisson offsets, not all at once
 
 
 @pytest.mark.parametrize(
