@@ -75,9 +75,15 @@ class EngineConfig:
     sampling: Literal["greedy", "random"] = "greedy"
     seed: int = 0  # model weights and sampling
     cpu_threads: int = 0  # torch intra-op threads on CPU; 0 = torch's default (all cores)
+    guard: bool = True  # tool-call FSM mask + loop detection (engine/guard.py)
+    guard_loop_ngram: int = 0  # longest repeated cycle (tokens) looked for; 0 = loops off
+    guard_loop_repeats: int = 4  # copies of the cycle that end a request with "loop"
 
     def check(self) -> None:
         _positive("cpu_threads", self.cpu_threads, allow_zero=True)
+        _positive("guard_loop_ngram", self.guard_loop_ngram, allow_zero=True)
+        if self.guard_loop_repeats < 2:
+            raise FieldError("guard_loop_repeats", f"must be >= 2, got {self.guard_loop_repeats}")
         if not 1 <= self.block_size <= 1024:
             raise FieldError("block_size", f"must be between 1 and 1024, got {self.block_size}")
         for name in ("num_blocks", "max_num_seqs", "max_num_batched_tokens", "max_model_len",

@@ -16,7 +16,7 @@ from perfkit.errors import PerfkitError
 from perfkit.measure.envinfo import collect
 from perfkit.sweep.result import atomic_write_text
 
-SECTIONS = ("attention", "allocator", "scheduler", "step")
+SECTIONS = ("attention", "allocator", "scheduler", "step", "guard")
 
 # (section, key, label, target text, passes(value) -> bool)
 TARGETS: list[tuple[str, str, str, str, Any]] = [
@@ -28,12 +28,16 @@ TARGETS: list[tuple[str, str, str, str, Any]] = [
     ("step", "minor_faults_per_step", "minor faults per step", "<= 50", lambda v: v <= 50),
     ("step", "system_share", "system CPU share", "< 5%", lambda v: v < 0.05),
     ("step", "ms_per_step", "ms per decode step", "", None),
+    ("guard", "us_per_step_on", "µs per step, guard on @16", "", None),
+    ("guard", "us_per_step_off", "µs per step, guard off @16", "", None),
+    ("guard", "overhead_us_per_step", "guard µs per decode step", "", None),
 ]
 
 
 def run_benches(only: list[str], profile: Any, device: str) -> dict[str, Any]:
     from perfkit.bench.allocator import bench_allocator
     from perfkit.bench.attention import bench_attention
+    from perfkit.bench.guard import bench_guard
     from perfkit.bench.scheduler import bench_scheduler
     from perfkit.bench.step import bench_step
 
@@ -53,6 +57,9 @@ def run_benches(only: list[str], profile: Any, device: str) -> dict[str, Any]:
     if "step" in only:
         with console.status(f"step: steady decode of {profile.name} ..."):
             out["step"] = bench_step(profile)
+    if "guard" in only:
+        with console.status("guard: mask + sample + check, on vs off ..."):
+            out["guard"] = bench_guard(profile, device)
     return out
 
 
@@ -85,12 +92,12 @@ def bench(
     model: ModelOpt = None,
     set_: SetOpt = None,
     only: Annotated[str | None, typer.Option(
-        help="Comma-separated subset: attention, allocator, scheduler, step.")] = None,
+        help="Comma-separated subset: attention, allocator, scheduler, step, guard.")] = None,
     device: Annotated[str, typer.Option(help="auto, cpu or cuda (attention).")] = "auto",
     json_path: Annotated[Path | None, typer.Option("--json", help="Write results here.")] = None,
 ) -> None:
     """Microbenchmarks of the engine: paged vs dense attention, allocator, scheduler, decode step
-    (the step benchmark runs the profile's engine)."""
+    (the step benchmark runs the profile's engine), tool-call guard cost per step."""
     chosen = SECTIONS if only is None else [s.strip() for s in only.split(",") if s.strip()]
     unknown = [s for s in chosen if s not in SECTIONS]
     if unknown or not chosen:

@@ -1,4 +1,5 @@
-"""Engine.step(): schedule -> forward -> sample -> append -> free finished.
+"""Engine.step(): schedule -> forward -> guard mask -> sample -> append -> guard check
+-> free finished.
 
 Deterministic for a profile and seed: the same scheduling decisions, block
 counts, preemptions and (greedy) tokens on every run. Times are stamped with
@@ -16,10 +17,13 @@ import torch
 
 from perfkit.engine.attention import AttentionMetadata, PagedAttention
 from perfkit.engine.blocks import BlockPool
+from perfkit.engine.guard import Guard, GuardCounts, count_finish
 from perfkit.engine.kv_cache import KVCache
 from perfkit.engine.model import TORCH_DTYPES, SyntheticModel
 from perfkit.engine.scheduler import Scheduler, SchedulerConfig, SchedulerOutput
 from perfkit.engine.sequence import Sequence
+from perfkit.engine.toolcall_dfa import compile_dfa
+from perfkit.engine.toolcall_grammar import Vocabulary
 from perfkit.errors import PerfkitError
 from perfkit.profile import pool_blocks
 from perfkit.schema import Profile
@@ -62,6 +66,8 @@ class EngineStats:
     steps: int = 0
     batched_tokens: int = 0  # tokens computed, prefill chunks + decodes
     sampled_tokens: int = 0
+    guard: GuardCounts = field(default_factory=GuardCounts)
+    guard_s: float = 0.0  # time in the guard's mask and check (timing, not a count)
     kv_timeline: list[KvSample] = field(default_factory=list)
 
 
@@ -91,6 +97,9 @@ class Engine:
                                     self.device, eng.seed)
         self.greedy = eng.sampling == "greedy"
         self.generator = torch.Generator(device=self.device).manual_seed(eng.seed)
+        self.vocab = Vocabulary(mcfg.vocab_size)  # grammar token texts, to validate tool calls
+        self.guard = Guard(compile_dfa(mcfg.vocab_size), self.device, eng.max_model_len,
+                           eng.guard_loop_ngram, eng.guard_loop_repeats) if eng.guard else None
         self.stats = EngineStats()
         self.record_timeline = True
         self.on_step: Callable[[SchedulerOutput], None] | None = None
@@ -122,7 +131,11 @@ class Engine:
             max_tokens=spec.max_tokens, priority=spec.priority, tool_call=spec.tool_call,
         )
         self._next_id += 1
-        return seq, self.scheduler.add(seq)
+        if self.guard is None:
+            return seq, self.scheduler.add(seq)
+        self.guard.start(seq)
+        too_long = seq.num_prompt_tokens >= self.max_model_len  # the scheduler's reason wins
+        return seq, (None if too_long else self.guard.admit(seq)) or self.scheduler.add(seq)
 
     def cancel(self, seq: Sequence) -> None:
         if seq.finish_reason is None:
@@ -144,16 +157,17 @@ class Engine:
             return []
         if out.copies:
             self.kv.copy_blocks(out.copies)
-        tokens = self._forward(out)
+        sampling = [item.seq for item in out.scheduled if item.samples]
+        tokens = self._forward(out, sampling)
         self.scheduler.commit(out)
-        events = self._append(out, tokens)
+        events = self._append(sampling, tokens)
         self.stats.steps += 1
         self.stats.batched_tokens += out.num_batched_tokens
         if self.record_timeline:
             self._record_kv()
         return events
 
-    def _forward(self, out: SchedulerOutput) -> list[int]:
+    def _forward(self, out: SchedulerOutput, sampling: list[Sequence]) -> list[int]:
         ids: list[int] = []
         positions: list[int] = []
         q_lens, seq_lens, tables, logit_rows = [], [], [], []
@@ -175,6 +189,10 @@ class Engine:
             torch.tensor(positions, dtype=torch.long, device=dev),
             meta, torch.tensor(logit_rows, dtype=torch.long, device=dev),
         )
+        if self.guard is not None and sampling:
+            t0 = time.perf_counter()
+            self.guard.mask(sampling, logits)  # row i of logits samples sampling[i]
+            self.stats.guard_s += time.perf_counter() - t0
         return self._sample(logits)
 
     def _sample(self, logits: torch.Tensor) -> list[int]:
@@ -183,18 +201,31 @@ class Engine:
         probs = torch.softmax(logits, dim=-1)
         return list(torch.multinomial(probs, 1, generator=self.generator).squeeze(1).tolist())
 
-    def _append(self, out: SchedulerOutput, tokens: list[int]) -> list[TokenEvent]:
+    def _append(self, sampling: list[Sequence], tokens: list[int]) -> list[TokenEvent]:
         now = time.perf_counter()
-        events = []
-        sampling = [item.seq for item in out.scheduled if item.samples]
         for seq, token in zip(sampling, tokens):
             seq.token_ids.append(token)
-            done = seq.num_output_tokens >= seq.max_tokens or seq.num_tokens >= self.max_model_len
-            if done:
-                self.scheduler.finish(seq, "length")
-            events.append(TokenEvent(seq, token, now, done))
+        reasons = self._guard_check(sampling)
+        events = []
+        for seq, token, reason in zip(sampling, tokens, reasons):
+            if reason is None and (seq.num_output_tokens >= seq.max_tokens
+                                   or seq.num_tokens >= self.max_model_len):
+                reason = "length"
+            if reason is not None:
+                self.scheduler.finish(seq, reason)
+                count_finish(self.stats.guard, seq, reason, self.vocab)
+            events.append(TokenEvent(seq, token, now, reason is not None))
         self.stats.sampled_tokens += len(events)
         return events
+
+    def _guard_check(self, sampling: list[Sequence]) -> list[str | None]:
+        """A finish reason per sequence from the guard ("stop", "loop") or None."""
+        if self.guard is None:
+            return [None] * len(sampling)
+        start = time.perf_counter()
+        reasons = self.guard.check(sampling)
+        self.stats.guard_s += time.perf_counter() - start
+        return reasons
 
     def _record_kv(self) -> None:
         bs = self.block_size

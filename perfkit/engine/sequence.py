@@ -35,6 +35,9 @@ class Sequence:
     num_preemptions: int = 0
     finish_reason: str | None = None
     first_scheduled_s: float | None = None  # perf_counter of the first admission (queue end)
+    # guard state (engine/guard.py); kept across preemption: generated tokens are never redone
+    fsm_state: int = 0  # tool calls: DFA state after the output so far
+    loop_start: int | None = None  # finish "loop": output index where the repeated cycle starts
 
     @property
     def num_tokens(self) -> int:
