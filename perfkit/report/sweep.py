@@ -71,8 +71,29 @@ COUNTS: list[tuple[str, Any]] = [
     ("prefix\nhit", lambda lv: f"{lv['prefix_hit_rate']:.0%}"),
     ("steps", lambda lv: str(lv["counts"]["steps"])),
 ]
+def _ended(reason: str) -> Any:
+    return lambda lv: str(lv.get("guard", {}).get("counts", {}).get("ended", {}).get(reason, 0))
+
+
+GUARD: list[tuple[str, Any]] = [
+    ("level", _level),
+    ("tool\ncalls", lambda lv: str(lv["guard"]["counts"]["tool_calls"])),
+    ("invalid\ncalls", lambda lv: str(lv["guard"]["counts"]["invalid_tool_calls"])),
+    ("ended\nstop", _ended("stop")),
+    ("ended\nloop", _ended("loop")),
+    ("ended\nlength", _ended("length")),
+    ("guard\nµs/step", lambda lv: _num(lv["guard"]["timing"]["us_per_step"], 0)),
+]
 TABLES = [("Timings (noisy)", TIMINGS), ("CPU, GC, GPU (noisy)", RESOURCES),
           ("Counts (deterministic)", COUNTS)]
+
+
+def _tables(doc: dict[str, Any]) -> list[tuple[str, list[tuple[str, Any]]]]:
+    """The guard table only when some level ran tool calls or cut a loop."""
+    guarded = any(lv.get("guard", {}).get("counts", {}).get("tool_calls")
+                  or lv.get("guard", {}).get("counts", {}).get("ended", {}).get("loop")
+                  for lv in doc["levels"])
+    return [*TABLES, ("Guard (counts; µs/step is a timing)", GUARD)] if guarded else TABLES
 
 
 def rows(doc: dict[str, Any], columns: list[tuple[str, Any]]) -> tuple[list[str], list[list[str]]]:
@@ -93,7 +114,7 @@ def _table(doc: dict[str, Any], title: str, columns: list[tuple[str, Any]]) -> T
 
 def rich_summary(doc: dict[str, Any]) -> Group:
     parts: list[Any] = [Text(f"perfkit sweep: {doc['profile']['name']}", style="bold")]
-    parts += [_table(doc, title, cols) for title, cols in TABLES]
+    parts += [_table(doc, title, cols) for title, cols in _tables(doc)]
     if doc.get("knee"):
         parts.append(Text(f"Knee: {doc['knee']['sentence']}"))
     for f in doc.get("findings", []):
@@ -107,7 +128,7 @@ def rich_summary(doc: dict[str, Any]) -> Group:
 
 def markdown(doc: dict[str, Any]) -> str:
     out = [f"## perfkit sweep: {doc['profile']['name']}"]
-    for title, cols in TABLES:
+    for title, cols in _tables(doc):
         headers, body = rows(doc, cols)
         headers = [h.replace("\n", " ") for h in headers]
         out += ["", f"### {title}", "", "| " + " | ".join(headers) + " |",
