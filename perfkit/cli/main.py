@@ -7,7 +7,7 @@ from typing import Annotated
 import typer
 
 from perfkit import __version__
-from perfkit.cli import bench, env, fragmentation, gate, profiles, stacks, sweep
+from perfkit.cli import bench, env, fragmentation, gate, profiles, report, stacks, sweep
 
 app = typer.Typer(
     name="perfkit",
@@ -24,6 +24,7 @@ app.command("bench")(bench.bench)
 app.command("stacks")(stacks.stacks)
 app.command("gate")(gate.gate)
 app.command("fragmentation")(fragmentation.fragmentation)
+app.command("report")(report.report)
 
 
 def _version(value: bool) -> None:

@@ -32,6 +32,7 @@ from perfkit.measure.torch_kernels import cuda_kernel_profile
 from perfkit.profile import profile_dict, profile_sha256
 from perfkit.records import RequestRecord
 from perfkit.report import sweep as render
+from perfkit.report.html import write_report
 from perfkit.report.stacks_summary import kernels_renderable, summary_renderable
 from perfkit.schema import Profile
 from perfkit.sweep.result import ResultWriter, atomic_write_text, dumps, knee_of
@@ -177,6 +178,8 @@ def sweep(
     stack_rate: Annotated[float, typer.Option(help="Stack samples per second.")] = 100.0,
     native: Annotated[bool, typer.Option(
         help="With --stacks: add C/C++ frames (py-spy --native).")] = False,
+    report: Annotated[bool, typer.Option(
+        "--report", help="Also write an HTML report next to the JSON.")] = False,
 ) -> None:
     """Sweep concurrency (or arrival rate) over the paged KV engine: latency, throughput,
     KV usage, CPU kernel time, GC and GPU memory per level, the knee and findings."""
@@ -185,6 +188,9 @@ def sweep(
     prof = resolve_profile(profile, model,
                            _sets(set_, concurrency, rate, requests, repeats, warmup, device, seed))
     path = _outputs(json_path, out, force)
+    if report and path is None:
+        raise PerfkitError("--report needs --json FILE or --out DIR (the report goes next to "
+                           "the JSON)")
     check_fits(prof)
     if not 0 < stack_rate <= 1000:
         raise PerfkitError(f"--stack-rate: expected 0 < HZ <= 1000, got {stack_rate:g}")
@@ -213,6 +219,8 @@ def sweep(
     except KeyboardInterrupt:
         complete = False
     _finish(writer, prof, complete, fmt, out)
+    if report and path is not None and writer.doc["levels"]:
+        err_console.print(f"report: {write_report([writer.doc], path.with_suffix('.html'))}")
     if not complete:
         err_console.print(f"Interrupted: {len(writer.doc['levels'])} level(s) kept"
                           + (f" in {path}" if path else "") + ".")

@@ -61,12 +61,13 @@ def test_counts_are_deterministic(cli, tiny, tmp_path):
 
 def test_formats_and_out_dir(cli, tiny, tmp_path):
     out = tmp_path / "out"
-    result = cli("sweep", *tiny, "--out", str(out), "--format", "csv")
+    result = cli("sweep", *tiny, "--out", str(out), "--format", "csv", "--report")
     assert result.exit_code == 0, result.stderr
     lines = result.stdout.strip().splitlines()
     assert lines[0].startswith("concurrency,rate,repeat") and len(lines) == 3
     assert (out / "result.json").exists() and (out / "summary.md").exists()
     assert "| level |" in (out / "summary.md").read_text()
+    assert '<figure id="chart-' in (out / "result.html").read_text()
     result = cli("sweep", *tiny, "--format", "json")
     assert json.loads(result.stdout)["schema"] == "perfkit.sweep/1"
 
@@ -93,6 +94,7 @@ def test_open_loop_rate_level(cli, tiny, tmp_path):
         (["--profile", "nope"], "nope"),
         (["--set", "engine.block_sise=3"], "block_size"),
         (["--model", "llama3-70b"], "needs"),
+        (["--report"], "--report needs"),
     ],
 )
 def test_bad_input_exit_2(cli, args, needle):
