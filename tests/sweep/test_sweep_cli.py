@@ -67,7 +67,7 @@ def test_formats_and_out_dir(cli, tiny, tmp_path):
     assert lines[0].startswith("concurrency,rate,repeat") and len(lines) == 3
     assert (out / "result.json").exists() and (out / "summary.md").exists()
     assert "| level |" in (out / "summary.md").read_text()
-    assert '<figure id="chart-' in (out / "result.html").read_text()
+    assert 'id="chart-throughput"' in (out / "result.html").read_text()
     result = cli("sweep", *tiny, "--format", "json")
     assert json.loads(result.stdout)["schema"] == "perfkit.sweep/1"
 
