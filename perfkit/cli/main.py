@@ -18,13 +18,17 @@ app = typer.Typer(
     rich_markup_mode="rich",
 )
 app.add_typer(profiles.app, name="profiles")
-app.command("env")(env.env)
-app.command("sweep")(sweep.sweep)
-app.command("bench")(bench.bench)
-app.command("stacks")(stacks.stacks)
-app.command("gate")(gate.gate)
-app.command("fragmentation")(fragmentation.fragmentation)
-app.command("report")(report.report)
+app.command("env", short_help="What this machine is: versions, GPU/NVML, py-spy, CPU.")(env.env)
+app.command("sweep", short_help="Concurrency/rate sweep: latency, KV, CPU, GPU, knee, findings.")(
+    sweep.sweep
+)
+app.command("bench", short_help="Engine microbenchmarks against their targets.")(bench.bench)
+app.command("stacks", short_help="Flame-graph stacks of any Python process.")(stacks.stacks)
+app.command("gate", short_help="CI regression gate: baseline vs current sweep.")(gate.gate)
+app.command(
+    "fragmentation", short_help="KV memory waste by kind under allocation policies."
+)(fragmentation.fragmentation)
+app.command("report", short_help="One self-contained HTML report with plots.")(report.report)
 
 
 def _version(value: bool) -> None:
