@@ -1,0 +1,106 @@
+"""Routes: the OpenAI-compatible endpoints, /health, /metrics; errors as OpenAI JSON.
+
+    POST /v1/completions        prompt (string or token ids) -> text, streamed or whole
+    POST /v1/chat/completions   messages -> message / deltas
+    GET  /v1/models             the one model: the profile's name
+    GET  /health                200 while the engine loop runs; 503 draining or failed
+    GET  /metrics               Prometheus text (metrics.py)
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from aiohttp import web
+
+from perfkit.serve import metrics, responses
+from perfkit.serve.generate import generate
+from perfkit.serve.protocol import ApiError, parse_request
+from perfkit.serve.state import ServerState
+
+STATE = web.AppKey("state", ServerState)
+CREATED = web.AppKey("created", int)  # unix time the app was built (/v1/models)
+log = logging.getLogger("perfkit.serve")
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+def error_response(err: ApiError) -> web.Response:
+    headers = {} if err.retry_after_s is None else {"Retry-After": str(err.retry_after_s)}
+    return web.json_response(err.body(), status=err.status, headers=headers)
+
+
+@web.middleware
+async def openai_errors(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """ApiError, aiohttp's own HTTP errors (404, 405, 413) and bugs -> OpenAI error JSON."""
+    try:
+        return await handler(request)
+    except ApiError as err:
+        return error_response(err)
+    except web.HTTPException as exc:
+        if exc.status < 400:
+            raise
+        code = exc.reason.lower().replace(" ", "_")
+        return error_response(ApiError(exc.status, f"{exc.reason}: {request.method} "
+                                       f"{request.path}", code=code))
+    except Exception as exc:  # a bug: answer in JSON, keep serving
+        log.exception("error while serving %s %s", request.method, request.path)
+        return error_response(ApiError(500, f"internal error: {type(exc).__name__}: {exc}",
+                                       code="internal_error", type_="server_error"))
+
+
+async def _json_body(request: web.Request) -> Any:
+    raw = await request.read()
+    try:
+        return json.loads(raw)
+    except (UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise ApiError(400, f"the body is not valid JSON: {err}", code="invalid_json") from None
+
+
+async def completions(request: web.Request) -> web.StreamResponse:
+    state = request.app[STATE]
+    gen = parse_request(await _json_body(request), state.model, chat=False)
+    return await generate(request, state, gen)
+
+
+async def chat_completions(request: web.Request) -> web.StreamResponse:
+    state = request.app[STATE]
+    gen = parse_request(await _json_body(request), state.model, chat=True)
+    return await generate(request, state, gen)
+
+
+async def list_models(request: web.Request) -> web.Response:
+    return web.json_response(responses.models(request.app[STATE].model.name,
+                                              request.app[CREATED]))
+
+
+async def health(request: web.Request) -> web.Response:
+    state = request.app[STATE]
+    if state.draining:
+        return web.json_response({"status": "draining"}, status=503)
+    if not state.engine_alive:
+        return web.json_response({"status": "engine stopped", "error": state.engine_error},
+                                 status=503)
+    return web.json_response({"status": "ok"})
+
+
+async def prometheus(request: web.Request) -> web.Response:
+    state = request.app[STATE]
+    text = metrics.render(metrics.collect(state), state.model.name)
+    return web.Response(body=text.encode(), headers={"Content-Type": metrics.CONTENT_TYPE})
+
+
+def build_app(state: ServerState) -> web.Application:
+    app = web.Application(middlewares=[openai_errors])
+    app[STATE] = state
+    app[CREATED] = int(time.time())
+    app.router.add_post("/v1/completions", completions)
+    app.router.add_post("/v1/chat/completions", chat_completions)
+    app.router.add_get("/v1/models", list_models)
+    app.router.add_get("/health", health)
+    app.router.add_get("/metrics", prometheus)
+    return app
