@@ -22,6 +22,8 @@ GC_MIN_PAUSE_S = 0.005
 SLOT_FILL_MIN = 0.75  # token slots used / slots in used blocks
 NVML_NEAR_LIMIT = 0.95
 MIN_CPU_S = 0.2  # below this the process CPU split is too coarse (10 ms ticks) to judge
+CLIENT_CPU_SHARE_MAX = 0.5  # remote: event-loop CPU / wall; the client has one core
+CLIENT_LAG_P99_MAX_S = 0.010  # remote: p99 event-loop wake-up delay (token stamps late)
 
 
 @dataclass
@@ -40,18 +42,31 @@ def _label(lv: Level) -> str:
     return f"concurrency {lv['concurrency']}" if lv["rate"] is None else f"rate {lv['rate']:g}/s"
 
 
+def _kv_full(kv: dict[str, Any]) -> bool:
+    """Remote levels carry a scraped usage share instead of block counts."""
+    if "usage_peak" in kv:
+        return kv["usage_peak"] is not None and kv["usage_peak"] >= KV_FULL_SHARE
+    return bool(kv["peak_blocks_used"] >= KV_FULL_SHARE * kv["blocks_total"])
+
+
+def _kv_peak(kv: dict[str, Any]) -> str:
+    if "usage_peak" in kv:
+        peak = kv["usage_peak"]
+        return "peak KV usage " + ("unknown" if peak is None else f"{peak:.0%}")
+    return f"peak {kv['peak_blocks_used']}/{kv['blocks_total']} blocks"
+
+
 def kv_pressure(levels: list[Level], profile: Profile) -> list[Finding]:
     for lv in levels:
         kv, pre = lv["kv"], lv["counts"]["preemptions"]
-        full = kv["peak_blocks_used"] >= KV_FULL_SHARE * kv["blocks_total"]
-        if pre > 0 or (full and kv["peak_waiting"] > 0):
+        if pre > 0 or (_kv_full(kv) and kv["peak_waiting"] > 0):
             return [Finding(
                 "kv_pressure", "warning",
-                f"KV cache pressure at {_label(lv)}: {pre} preemptions, peak "
-                f"{kv['peak_blocks_used']}/{kv['blocks_total']} blocks, "
+                f"KV cache pressure at {_label(lv)}: {pre} preemptions, {_kv_peak(kv)}, "
                 f"up to {kv['peak_waiting']} requests waiting.",
                 {"level": _label(lv), "preemptions": pre,
-                 "peak_blocks_used": kv["peak_blocks_used"], "blocks_total": kv["blocks_total"]},
+                 "peak_blocks_used": kv["peak_blocks_used"], "blocks_total": kv["blocks_total"]}
+                | ({"usage_peak": kv["usage_peak"]} if "usage_peak" in kv else {}),
                 "Give the pool more blocks (engine.num_blocks / engine.kv_memory), lower "
                 "engine.max_num_seqs, or serve long requests elsewhere.",
             )]
@@ -171,14 +186,62 @@ def nvml_near_limit(levels: list[Level], profile: Profile) -> list[Finding]:
     return []
 
 
+def client_bound(levels: list[Level], profile: Profile) -> list[Finding]:
+    """Remote levels: the load generator's own event loop was busy or late."""
+    for lv in levels:
+        client = lv.get("client")
+        if not client:
+            continue
+        lag = client["loop_lag"]["p99"] or 0.0
+        if client["cpu_share"] > CLIENT_CPU_SHARE_MAX or lag > CLIENT_LAG_P99_MAX_S:
+            return [Finding(
+                "client_bound", "warning",
+                f"The load generator may be a bottleneck at {_label(lv)}: its event loop "
+                f"used {client['cpu_share']:.0%} of a core and woke up to "
+                f"{lag * 1e3:.1f} ms late (p99); measured latencies include that delay.",
+                {"level": _label(lv), "cpu_share": client["cpu_share"],
+                 "loop_lag_p99_s": lag, "cpu_per_request_s": client["cpu_per_request_s"]},
+                "Run the client on its own cores or machine (away from the server), split "
+                "the load over several client processes, or lower the concurrency.",
+            )]
+    return []
+
+
+def http_errors(levels: list[Level], profile: Profile) -> list[Finding]:
+    """Remote levels: requests the server refused or that failed on the way."""
+    failed = [lv for lv in levels if lv.get("errors", {}).get("total")]
+    if not failed:
+        return []
+    kinds: dict[str, int] = {}
+    for lv in failed:
+        for kind, n in lv["errors"]["by_kind"].items():
+            kinds[kind] = kinds.get(kind, 0) + n
+    total = sum(kinds.values())
+    listed = ", ".join(f"{k}: {n}" for k, n in sorted(kinds.items(), key=lambda kv: -kv[1]))
+    return [Finding(
+        "http_errors", "warning",
+        f"{total} requests failed or were refused over {len(failed)} level(s) ({listed}); "
+        f"first at {_label(failed[0])}.",
+        {"by_kind": kinds, "levels": [_label(lv) for lv in failed]},
+        "http 429/400: the server's admission control refused them (lower the load or "
+        "raise its queue limits); timeouts: raise --timeout or lower the load; broken "
+        "streams, 5xx, connection refused: check the server's log (it may have restarted).",
+    )]
+
+
 RULES: list[Callable[[list[Level], Profile], list[Finding]]] = [
     kv_pressure, kernel_time, cpu_contention, gc_pauses, prefix_missed,
     internal_fragmentation, nvml_near_limit,
+]
+# A remote target: the engine's internals are not visible, the client's cost is.
+REMOTE_RULES: list[Callable[[list[Level], Profile], list[Finding]]] = [
+    kv_pressure, client_bound, http_errors,
 ]
 
 
 def find_all(levels: list[Level], profile: Profile,
              knee: dict[str, Any] | None) -> list[dict[str, Any]]:
-    found = [f for rule in RULES for f in rule(levels, profile)]
+    remote = any("client" in lv for lv in levels)
+    found = [f for rule in (REMOTE_RULES if remote else RULES) for f in rule(levels, profile)]
     found += saturation(levels, profile, knee)
     return [asdict(f) for f in found]

@@ -5,7 +5,9 @@ from __future__ import annotations
 import signal
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from types import FrameType
 from typing import Annotated, Any, Literal
@@ -15,7 +17,6 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
 from perfkit.analysis.findings import find_all
 from perfkit.cli.common import (
-    ModelOpt,
     ProfileOpt,
     SetOpt,
     console,
@@ -31,10 +32,13 @@ from perfkit.measure.stacks import record_level
 from perfkit.measure.torch_kernels import cuda_kernel_profile
 from perfkit.profile import profile_dict, profile_sha256
 from perfkit.records import RequestRecord
+from perfkit.remote.driver import run_remote_level
+from perfkit.remote.target import RemoteOptions, check_remote_flags, connect, remote_header
 from perfkit.report import sweep as render
 from perfkit.report.html import write_report
 from perfkit.report.stacks_summary import kernels_renderable, summary_renderable
 from perfkit.schema import Profile
+from perfkit.sweep.load import OnRecord
 from perfkit.sweep.result import ResultWriter, atomic_write_text, dumps, knee_of
 from perfkit.sweep.runner import Level, SweepPlan, plan_from_profile, run_level, schedule
 from perfkit.sweep.sizing import check_fits
@@ -101,15 +105,19 @@ def _stack_label(level: Level, repeat: int, repeats: int) -> str:
     return base + (f"-r{repeat}" if repeats > 1 else "")
 
 
-def _level_with_stacks(engine: Engine, profile: Profile, plan: SweepPlan, level: Level,
+# Runs one (level, repeat), calling back per request; the in-process engine or a target.
+LevelRunner = Callable[[Level, int, OnRecord], dict[str, Any]]
+
+
+def _level_with_stacks(run_one: LevelRunner, plan: SweepPlan, level: Level,
                        repeat: int, tick: Any, stacks: StackOptions | None,
                        quiet: bool) -> dict[str, Any]:
     if stacks is None:
-        return run_level(engine, profile, plan, level, repeat, tick)
+        return run_one(level, repeat, tick)
     label = _stack_label(level, repeat, plan.repeats)
     with record_level(stacks.out_dir, label, stacks.rate_hz, stacks.native) as rec, \
             cuda_kernel_profile(stacks.out_dir / f"level-{label}.kernels.folded") as kernels:
-        result = run_level(engine, profile, plan, level, repeat, tick)
+        result = run_one(level, repeat, tick)
     result["stacks"] = rec.to_dict() | {"kernels": kernels.to_dict()}
     if rec.warning:
         err_console.print(f"[yellow]warning:[/] {rec.warning}", soft_wrap=True)
@@ -120,7 +128,7 @@ def _level_with_stacks(engine: Engine, profile: Profile, plan: SweepPlan, level:
     return result
 
 
-def _run(engine: Engine, profile: Profile, plan: SweepPlan, writer: ResultWriter,
+def _run(run_one: LevelRunner, plan: SweepPlan, writer: ResultWriter,
          stop: StopFlag, quiet: bool, stacks: StackOptions | None) -> bool:
     """Every level; returns True when all ran."""
     runs = schedule(plan)
@@ -141,16 +149,28 @@ def _run(engine: Engine, profile: Profile, plan: SweepPlan, writer: ResultWriter
                 bar.update(task, advance=1, est=f"~{rate:.0f} tok/s")
 
             writer.add_level(
-                _level_with_stacks(engine, profile, plan, level, repeat, tick, stacks, quiet)
+                _level_with_stacks(run_one, plan, level, repeat, tick, stacks, quiet)
             )
             bar.remove_task(task)
     return True
 
 
+def _in_process(prof: Profile, plan: SweepPlan) -> tuple[LevelRunner, dict[str, Any]]:
+    engine = Engine(prof)
+
+    def run_one(level: Level, repeat: int, tick: OnRecord) -> dict[str, Any]:
+        return run_level(engine, prof, plan, level, repeat, tick)
+
+    return run_one, {"environment": {"device": str(engine.device)}}
+
+
 @user_errors
 def sweep(
     profile: ProfileOpt = "default",
-    model: ModelOpt = None,
+    model: Annotated[str | None, typer.Option(
+        "--model", help="Model preset (tiny, small, opt-13b, llama3-8b, llama3-70b); with "
+        "--target, the served model's name instead (default: the first of GET /models).")
+    ] = None,
     set_: SetOpt = None,
     concurrency: Annotated[str | None, typer.Option(
         help="Closed-loop levels, e.g. 1,2,4,8 (default: the profile's).")] = None,
@@ -180,18 +200,32 @@ def sweep(
         help="With --stacks: add C/C++ frames (py-spy --native).")] = False,
     report: Annotated[bool, typer.Option(
         "--report", help="Also write an HTML report next to the JSON.")] = False,
+    target: Annotated[str | None, typer.Option(
+        help="Sweep a running OpenAI-compatible server instead, e.g. "
+        "http://127.0.0.1:8000/v1 (streaming /completions).")] = None,
+    api_key_env: Annotated[str | None, typer.Option(
+        help="With --target: read the API key from this environment variable.")] = None,
+    timeout: Annotated[float | None, typer.Option(
+        help="With --target: seconds without a byte from the server before a request "
+        "fails as a timeout (default 60).")] = None,
+    scrape_metrics: Annotated[str | None, typer.Option(
+        help="With --target: the server's Prometheus URL, polled during each level "
+        "(KV usage, preemptions, prefix hits; vLLM names).")] = None,
 ) -> None:
     """Sweep concurrency (or arrival rate) over the paged KV engine: latency, throughput,
-    KV usage, CPU kernel time, GC and GPU memory per level, the knee and findings."""
+    KV usage, CPU kernel time, GC and GPU memory per level, the knee and findings.
+    With --target, the same profiles and levels against a running OpenAI-compatible server."""
     if fmt not in ("table", "json", "markdown", "csv"):
         raise PerfkitError(f"--format: expected table, json, markdown or csv, got {fmt!r}")
-    prof = resolve_profile(profile, model,
+    check_remote_flags(target, api_key_env, timeout, scrape_metrics, device)
+    prof = resolve_profile(profile, None if target else model,
                            _sets(set_, concurrency, rate, requests, repeats, warmup, device, seed))
     path = _outputs(json_path, out, force)
     if report and path is None:
         raise PerfkitError("--report needs --json FILE or --out DIR (the report goes next to "
                            "the JSON)")
-    check_fits(prof)
+    if target is None:
+        check_fits(prof)
     if not 0 < stack_rate <= 1000:
         raise PerfkitError(f"--stack-rate: expected 0 < HZ <= 1000, got {stack_rate:g}")
     stack_opts = None
@@ -201,21 +235,26 @@ def sweep(
     plan = plan_from_profile(prof)
     if not samplers:
         plan = SweepPlan(plan.levels, plan.num_requests, plan.num_warmup, plan.repeats, False)
-    engine = Engine(prof)
+    if target is None:
+        run_one, where = _in_process(prof, plan)
+    else:
+        remote = connect(RemoteOptions(target, model, api_key_env, timeout, scrape_metrics),
+                         prof, plan)
+        run_one, where = partial(run_remote_level, remote), remote_header(remote)
     env = collect()
     writer = ResultWriter(path, {
         "kind": "sweep",
         "profile": {"name": prof.name, "sha256": profile_sha256(prof),
                     "resolved": profile_dict(prof)},
-        "environment": env.to_dict() | {"device": str(engine.device),
-                                        "device_class": env.device_class},
+        "environment": env.to_dict() | {"device_class": env.device_class} | where["environment"],
         "plan": {"levels": [lv.label for lv in plan.levels], "requests": plan.num_requests,
                  "warmup": plan.num_warmup, "repeats": plan.repeats, "samplers": plan.samplers},
+        **({"target": where["target"]} if "target" in where else {}),
     })
     stop = StopFlag()
     stop.install()
     try:
-        complete = _run(engine, prof, plan, writer, stop, fmt != "table", stack_opts)
+        complete = _run(run_one, plan, writer, stop, fmt != "table", stack_opts)
     except KeyboardInterrupt:
         complete = False
     _finish(writer, prof, complete, fmt, out)

@@ -78,7 +78,7 @@ def _guard(stats: EngineStats) -> dict[str, Any]:
     }
 
 
-def _request_sample(r: RequestRecord) -> dict[str, Any]:
+def request_sample(r: RequestRecord) -> dict[str, Any]:
     return {
         "id": r.request_id, "warmup": r.warmup, "arrival_s": r.arrival_s,
         "prompt_tokens": r.prompt_tokens, "output_tokens": r.output_tokens,
@@ -89,36 +89,46 @@ def _request_sample(r: RequestRecord) -> dict[str, Any]:
     }
 
 
-def level_result(run: LevelRun, slo: SloConfig) -> dict[str, Any]:
-    recs = run.records
-    counts = level_counts(recs)
+def measured_sections(recs: list[RequestRecord], slo: SloConfig,
+                      m: LevelMeasurements) -> dict[str, Any]:
+    """The sections any level has, wherever its requests were served: client-side
+    counts, latency, throughput, goodput, and what the samplers saw of this process."""
     thr = throughput(recs)
-    good = goodput(recs, slo)
-    lat = level_latency(recs)
     e2e_sum = sum(r.e2e_s or 0.0 for r in recs if not r.warmup)
-    prompt = counts.prompt_tokens
-    m = run.measurements
+    lat = level_latency(recs)
     return {
-        "concurrency": run.concurrency,
-        "rate": run.rate,
-        "repeat": run.repeat,
-        "counts": {
-            **dataclasses.asdict(counts),
-            "steps": run.stats.steps,
-            "batched_tokens": run.stats.batched_tokens,
-            **{f"pool_{k}": v for k, v in dataclasses.asdict(run.pool).items()},
-        },
+        "counts": dataclasses.asdict(level_counts(recs)),
         "latency": {k: getattr(lat, k).to_dict() for k in ("ttft", "tpot", "itl", "e2e", "queue")},
         "throughput": dataclasses.asdict(thr),
-        "goodput": dataclasses.asdict(good),
+        "goodput": dataclasses.asdict(goodput(recs, slo)),
         "observed_concurrency": e2e_sum / thr.window_s if thr.window_s else None,
-        "prefix_hit_rate": counts.cached_tokens / prompt if prompt else 0.0,
-        "kv": _kv(run),
-        "guard": _guard(run.stats),
         "cpu": dataclasses.asdict(m.proc),
         "gc": {k: v for k, v in dataclasses.asdict(m.gc).items() if k != "pauses_s"},
         "gpu": {k: v for k, v in dataclasses.asdict(m.nvml).items() if k != "samples"}
         | {"timeline": [dataclasses.asdict(s) for s in m.nvml.samples[:MAX_TIMELINE_POINTS]]},
         "cuda": dataclasses.asdict(m.cuda),
-        "requests": [_request_sample(r) for r in recs],
+    }
+
+
+def level_result(run: LevelRun, slo: SloConfig) -> dict[str, Any]:
+    recs = run.records
+    sec = measured_sections(recs, slo, run.measurements)
+    counts = sec["counts"]
+    prompt = counts["prompt_tokens"]
+    return {
+        "concurrency": run.concurrency,
+        "rate": run.rate,
+        "repeat": run.repeat,
+        "counts": {
+            **counts,
+            "steps": run.stats.steps,
+            "batched_tokens": run.stats.batched_tokens,
+            **{f"pool_{k}": v for k, v in dataclasses.asdict(run.pool).items()},
+        },
+        **{k: sec[k] for k in ("latency", "throughput", "goodput", "observed_concurrency")},
+        "prefix_hit_rate": counts["cached_tokens"] / prompt if prompt else 0.0,
+        "kv": _kv(run),
+        "guard": _guard(run.stats),
+        **{k: sec[k] for k in ("cpu", "gc", "gpu", "cuda")},
+        "requests": [request_sample(r) for r in recs],
     }

@@ -4,55 +4,90 @@ Closed loop: each client submits its next request when its previous one ends.
 Open loop: each request is submitted at its arrival offset, whatever is in flight;
 its arrival time is the intended one, so a late submission counts as queueing.
 Times in the records are seconds since the level started (perf_counter).
+
+Both drive a `Serve`: one request in, its `RequestRecord` out. `EngineServe` serves
+from the in-process AsyncEngine; perfkit.remote serves over HTTP from any
+OpenAI-compatible server. The generators do not know which.
 """
 
 from __future__ import annotations
 
 import asyncio
+import inspect
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
+from typing import Protocol
 
 from perfkit.engine.async_engine import AsyncEngine
 from perfkit.records import RequestRecord
 from perfkit.workload import RequestSpec
 
 
-async def _serve(aeng: AsyncEngine, spec: RequestSpec, warmup: bool, t0: float,
-                 arrival: float | None = None) -> RequestRecord:
-    submitted = time.perf_counter() - t0
-    stream = aeng.submit(spec)
-    rec = RequestRecord(
-        request_id=spec.request_id, arrival_s=submitted if arrival is None else arrival,
-        prompt_tokens=len(spec.prompt), output_tokens=0, rejected=stream.rejected,
-        warmup=warmup,
-    )
-    async for event in stream:
-        rec.token_times_s.append(event.time_s - t0)
-    seq = stream.seq
-    rec.output_tokens = len(rec.token_times_s)
-    if rec.token_times_s:
-        rec.first_token_s = rec.token_times_s[0]
-    rec.finish_s = time.perf_counter() - t0 if stream.rejected is None else None
-    if rec.token_times_s and seq.finish_reason is not None:
-        rec.finish_s = rec.token_times_s[-1]
-    if seq.first_scheduled_s is not None:
-        rec.scheduled_s = seq.first_scheduled_s - t0
-    rec.cached_tokens = seq.num_cached_tokens
-    rec.num_preemptions = seq.num_preemptions
-    rec.finish_reason = seq.finish_reason if stream.rejected is None else "rejected"
-    return rec
+class Serve(Protocol):
+    """Serve one request to its end and record it. `arrival_s` (level-relative) is the
+    intended arrival of an open-loop request; None means "now" (closed loop)."""
+
+    async def __call__(self, spec: RequestSpec, warmup: bool,
+                       arrival_s: float | None = None) -> RequestRecord: ...
+
+
+class EngineServe:
+    """Serve from the in-process AsyncEngine; t0 is the level's perf_counter origin."""
+
+    def __init__(self, aeng: AsyncEngine, t0: float) -> None:
+        self.aeng = aeng
+        self.t0 = t0
+
+    async def __call__(self, spec: RequestSpec, warmup: bool,
+                       arrival_s: float | None = None) -> RequestRecord:
+        t0 = self.t0
+        submitted = time.perf_counter() - t0
+        stream = self.aeng.submit(spec)
+        rec = RequestRecord(
+            request_id=spec.request_id, arrival_s=submitted if arrival_s is None else arrival_s,
+            prompt_tokens=len(spec.prompt), output_tokens=0, rejected=stream.rejected,
+            warmup=warmup,
+        )
+        async for event in stream:
+            rec.token_times_s.append(event.time_s - t0)
+        seq = stream.seq
+        rec.output_tokens = len(rec.token_times_s)
+        if rec.token_times_s:
+            rec.first_token_s = rec.token_times_s[0]
+        rec.finish_s = time.perf_counter() - t0 if stream.rejected is None else None
+        if rec.token_times_s and seq.finish_reason is not None:
+            rec.finish_s = rec.token_times_s[-1]
+        if seq.first_scheduled_s is not None:
+            rec.scheduled_s = seq.first_scheduled_s - t0
+        rec.cached_tokens = seq.num_cached_tokens
+        rec.num_preemptions = seq.num_preemptions
+        rec.finish_reason = seq.finish_reason if stream.rejected is None else "rejected"
+        return rec
 
 
 OnRecord = Callable[[RequestRecord], None]
+# Runs between the warm-up and the measured phase; may return an awaitable (awaited
+# before the first measured request is submitted).
+OnWarm = Callable[[], Awaitable[None] | None]
 
 
 def _ignore(record: RequestRecord) -> None:
     pass
 
 
-async def closed_loop(aeng: AsyncEngine, specs: list[RequestSpec], concurrency: int,
-                      num_warmup: int, t0: float, on_record: OnRecord = _ignore,
-                      on_warm: Callable[[], None] = lambda: None) -> list[RequestRecord]:
+def _nothing() -> None:
+    pass
+
+
+async def _warm_done(on_warm: OnWarm) -> None:
+    result = on_warm()
+    if inspect.isawaitable(result):
+        await result
+
+
+async def closed_loop(serve: Serve, specs: list[RequestSpec], concurrency: int,
+                      num_warmup: int, on_record: OnRecord = _ignore,
+                      on_warm: OnWarm = _nothing) -> list[RequestRecord]:
     """`concurrency` clients take the next spec from a shared, ordered queue.
 
     The first `num_warmup` specs run as a phase of their own, at the same concurrency,
@@ -63,20 +98,20 @@ async def closed_loop(aeng: AsyncEngine, specs: list[RequestSpec], concurrency: 
 
     async def client(feed: Iterator[RequestSpec], warmup: bool) -> None:
         for spec in feed:
-            records.append(await _serve(aeng, spec, warmup, t0))
+            records.append(await serve(spec, warmup))
             on_record(records[-1])
 
     for phase, warmup in ((specs[:num_warmup], True), (specs[num_warmup:], False)):
         feed = iter(phase)
         await asyncio.gather(*(client(feed, warmup) for _ in range(min(concurrency, len(phase)))))
         if warmup:
-            on_warm()
+            await _warm_done(on_warm)
     return sorted(records, key=lambda r: r.request_id)
 
 
-async def open_loop(aeng: AsyncEngine, specs: list[RequestSpec], num_warmup: int,
+async def open_loop(serve: Serve, specs: list[RequestSpec], num_warmup: int,
                     t0: float, on_record: OnRecord = _ignore,
-                    on_warm: Callable[[], None] = lambda: None) -> list[RequestRecord]:
+                    on_warm: OnWarm = _nothing) -> list[RequestRecord]:
     """Submit each spec at its arrival offset (specs carry the rate's offsets).
 
     As in the closed loop, the warm-up specs run first and end before the measured
@@ -88,7 +123,7 @@ async def open_loop(aeng: AsyncEngine, specs: list[RequestSpec], num_warmup: int
         delay = start + spec.arrival_s - time.perf_counter()
         if delay > 0:
             await asyncio.sleep(delay)
-        record = await _serve(aeng, spec, warmup, t0, start + spec.arrival_s - t0)
+        record = await serve(spec, warmup, start + spec.arrival_s - t0)
         on_record(record)
         return record
 
@@ -99,5 +134,5 @@ async def open_loop(aeng: AsyncEngine, specs: list[RequestSpec], num_warmup: int
         start = time.perf_counter() - phase[0].arrival_s
         records += await asyncio.gather(*(one(s, start, warmup) for s in phase))
         if warmup:
-            on_warm()
+            await _warm_done(on_warm)
     return records

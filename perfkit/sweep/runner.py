@@ -5,16 +5,16 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
 from perfkit.engine.async_engine import AsyncEngine
 from perfkit.engine.engine import Engine
 from perfkit.measure.samplers import LevelSamplers
+from perfkit.records import RequestRecord
 from perfkit.schema import Profile
 from perfkit.sweep.level import LevelRun, level_result
-from perfkit.sweep.load import OnRecord, closed_loop, open_loop
+from perfkit.sweep.load import EngineServe, OnRecord, OnWarm, Serve, closed_loop, open_loop
 from perfkit.workload import RequestSpec, arrival_times, generate
 
 
@@ -68,14 +68,21 @@ def level_specs(profile: Profile, plan: SweepPlan, level: Level) -> list[Request
     return [replace(s, arrival_s=t) for s, t in zip(specs, times)]
 
 
+async def drive(serve: Serve, specs: list[RequestSpec], level: Level, num_warmup: int,
+                t0: float, on_record: OnRecord, on_warm: OnWarm) -> list[RequestRecord]:
+    """One level's load through `serve`, closed or open loop as the level says."""
+    if level.rate is None:
+        assert level.concurrency is not None
+        return await closed_loop(serve, specs, level.concurrency, num_warmup, on_record,
+                                 on_warm)
+    return await open_loop(serve, specs, num_warmup, t0, on_record, on_warm)
+
+
 async def _drive(engine: Engine, specs: list[RequestSpec], level: Level, num_warmup: int,
-                 t0: float, on_record: OnRecord, on_warm: Callable[[], None]) -> list[Any]:
+                 t0: float, on_record: OnRecord, on_warm: OnWarm) -> list[RequestRecord]:
     async with AsyncEngine(engine) as aeng:
-        if level.rate is None:
-            assert level.concurrency is not None
-            return await closed_loop(aeng, specs, level.concurrency, num_warmup, t0, on_record,
-                                     on_warm)
-        return await open_loop(aeng, specs, num_warmup, t0, on_record, on_warm)
+        return await drive(EngineServe(aeng, t0), specs, level, num_warmup, t0, on_record,
+                           on_warm)
 
 
 def _noop(record: Any) -> None:

@@ -1,0 +1,184 @@
+"""The HTTP client of a remote sweep: one streaming /completions request per spec.
+
+`RemoteServe` is a `perfkit.sweep.load.Serve`: the closed and open loops drive it as
+they drive the in-process engine, and it returns the same `RequestRecord`.
+
+What a record holds (times in seconds since the level started, perf_counter):
+  token_times_s   arrival of every chunk that carries output. A chunk may hold several
+                  tokens, so ITL samples are chunk gaps (equal to token gaps when the
+                  server streams one token per chunk, as perfkit serve does).
+  output_tokens   usage.completion_tokens when the server sends usage, else chunks.
+  prompt_tokens   usage.prompt_tokens, else the spec's prompt length.
+  cached_tokens   usage.prompt_tokens_details.cached_tokens, else 0.
+  scheduled_s     None: a client cannot see when the server scheduled a request.
+Failures never raise: 429 and 400 (admission refused) set `rejected` to "http 429" /
+"http 400"; other HTTP statuses, timeouts, refused connections and streams that end
+early, or that the server aborts (finish_reason "abort"), set finish_reason "error".
+Every failure's kind is kept in `errors`. Requests flagged `tool_call` carry perfkit
+serve's `tool_call: true` extension; `priority` is sent when not 0 (vLLM's extension).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass, field
+
+import aiohttp
+
+from perfkit.records import RequestRecord
+from perfkit.remote.sse import DONE, SseParser, parse_chunk, usage_counts
+from perfkit.workload import RequestSpec
+
+ADMISSION_STATUSES = frozenset({400, 413, 429})  # the server refused the request up front
+ABORTED = frozenset({"abort", "error"})  # finish reasons of a request the server cut short
+
+
+@dataclass(frozen=True)
+class Target:
+    url: str  # base URL ending in the API version, e.g. http://127.0.0.1:8000/v1
+    model: str  # the model name sent with every request
+    api_key: str | None = None
+    timeout_s: float = 60.0  # longest wait for any byte (connect, first token, next token)
+
+    def headers(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
+
+    def client_timeout(self) -> aiohttp.ClientTimeout:
+        return aiohttp.ClientTimeout(total=None, sock_connect=self.timeout_s,
+                                     sock_read=self.timeout_s)
+
+
+def open_session(target: Target, connections: int) -> aiohttp.ClientSession:
+    """A pool of `connections` keep-alive connections (0: unlimited, for open loops)."""
+    return aiohttp.ClientSession(
+        connector=aiohttp.TCPConnector(limit=connections, limit_per_host=connections),
+        timeout=target.client_timeout(), headers=target.headers())
+
+
+def error_kind(err: BaseException) -> str:
+    """A short, stable name for a failure, used as a key of the errors summary."""
+    if isinstance(err, aiohttp.ClientConnectorError):
+        return ("connection refused" if isinstance(err.os_error, ConnectionRefusedError)
+                else "connect error")
+    if isinstance(err, asyncio.TimeoutError | TimeoutError):
+        return "timeout"
+    if isinstance(err, aiohttp.ServerDisconnectedError | aiohttp.ClientPayloadError
+                  | aiohttp.ClientOSError | ConnectionError):
+        return "broken stream"
+    if isinstance(err, ValueError):
+        return "bad chunk"
+    return f"client error ({type(err).__name__})"
+
+
+def request_body(spec: RequestSpec, model: str) -> dict[str, object]:
+    """Token ids as the prompt (OpenAI's API accepts a list of ints); exactly max_tokens
+    out: ignore_eos where the server supports it (vLLM, perfkit serve), greedy."""
+    body: dict[str, object] = {
+        "model": model, "prompt": list(spec.prompt), "max_tokens": spec.max_tokens,
+        "stream": True, "stream_options": {"include_usage": True},
+        "ignore_eos": True, "temperature": 0,
+    }
+    if spec.priority:  # vLLM's extension (its priority scheduling policy)
+        body["priority"] = spec.priority
+    if spec.tool_call:  # perfkit serve's extension: a guarded tool call
+        body["tool_call"] = True
+    return body
+
+
+@dataclass
+class _Stream:
+    """What one response stream told us, as it arrives."""
+
+    times: list[float] = field(default_factory=list)
+    finish_reason: str | None = None
+    usage: dict[str, object] | None = None
+    done: bool = False
+    error: str | None = None
+
+
+class RemoteServe:
+    """Serve specs from `target` over `session`; `t0` is the level's perf_counter origin."""
+
+    def __init__(self, session: aiohttp.ClientSession, target: Target, t0: float) -> None:
+        self.session = session
+        self.target = target
+        self.t0 = t0
+        self.errors: dict[int, str] = {}  # request id -> failure kind
+        self.retry_after_s: list[float] = []  # Retry-After values of refused requests
+
+    async def __call__(self, spec: RequestSpec, warmup: bool,
+                       arrival_s: float | None = None) -> RequestRecord:
+        submitted = time.perf_counter() - self.t0
+        rec = RequestRecord(
+            request_id=spec.request_id, arrival_s=submitted if arrival_s is None else arrival_s,
+            prompt_tokens=len(spec.prompt), output_tokens=0, warmup=warmup)
+        stream = _Stream()
+        try:
+            await self._request(spec, rec, stream)
+        except Exception as err:  # whatever goes wrong with one request is recorded, not raised
+            stream.error = error_kind(err)
+        self._finish(rec, stream)
+        return rec
+
+    async def _request(self, spec: RequestSpec, rec: RequestRecord, stream: _Stream) -> None:
+        url = f"{self.target.url}/completions"
+        async with self.session.post(url, json=request_body(spec, self.target.model)) as resp:
+            if resp.status != 200:
+                self._refused(rec, stream, resp)
+                return
+            parser = SseParser()
+            async for line in resp.content:
+                data = parser.feed(line)
+                if data is not None and self._event(data, stream):
+                    return
+            tail = parser.close()
+            if tail is not None:
+                self._event(tail, stream)
+
+    def _refused(self, rec: RequestRecord, stream: _Stream,
+                 resp: aiohttp.ClientResponse) -> None:
+        kind = f"http {resp.status}"
+        if resp.status in ADMISSION_STATUSES:
+            rec.rejected = kind
+            retry = resp.headers.get("Retry-After", "")
+            if retry.replace(".", "", 1).isdigit():
+                self.retry_after_s.append(float(retry))
+        stream.error = kind
+
+    def _event(self, data: str, stream: _Stream) -> bool:
+        """Take one event; True when the stream is over."""
+        if data.strip() == DONE:
+            stream.done = True
+            return True
+        chunk = parse_chunk(data)
+        if chunk.error is not None:
+            stream.error = "server error"
+            return True
+        if chunk.has_token:
+            stream.times.append(time.perf_counter() - self.t0)
+        stream.finish_reason = chunk.finish_reason or stream.finish_reason
+        stream.usage = chunk.usage or stream.usage
+        return False
+
+    def _finish(self, rec: RequestRecord, stream: _Stream) -> None:
+        prompt, completion, cached = usage_counts(stream.usage)
+        rec.token_times_s = stream.times
+        rec.first_token_s = stream.times[0] if stream.times else None
+        rec.output_tokens = completion if completion is not None else len(stream.times)
+        rec.prompt_tokens = prompt if prompt is not None else rec.prompt_tokens
+        rec.cached_tokens = cached or 0
+        if stream.error is None and stream.finish_reason is None:
+            stream.error = "broken stream"  # ended without saying why (no finish reason)
+        elif stream.error is None and stream.finish_reason in ABORTED:
+            stream.error = "aborted"  # the server cut it short (shutdown, engine failure)
+        if rec.rejected is not None:
+            rec.finish_reason = "rejected"
+        elif stream.error is not None:
+            rec.finish_reason = "error"
+            rec.finish_s = time.perf_counter() - self.t0
+        else:
+            rec.finish_reason = stream.finish_reason
+            rec.finish_s = stream.times[-1] if stream.times else time.perf_counter() - self.t0
+        if stream.error is not None:
+            self.errors[rec.request_id] = stream.error

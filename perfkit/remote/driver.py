@@ -1,0 +1,97 @@
+"""One sweep level against a remote OpenAI-compatible server.
+
+The same specs, the same closed/open loops and warm-up phases as the in-process
+sweep (perfkit.sweep.runner.drive), served over HTTP by `RemoteServe`. Around the
+load, in the same event loop: the overhead meter (client CPU, loop lag) and, with
+--scrape-metrics, the Prometheus scraper. The process samplers (CPU, GC) measure
+the client process. All of them restart when the measured phase starts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from perfkit.measure.samplers import LevelMeasurements, LevelSamplers
+from perfkit.records import RequestRecord
+from perfkit.remote.client import RemoteServe, Target, open_session
+from perfkit.remote.level import remote_level_result
+from perfkit.remote.overhead import ClientOverhead, OverheadMeter
+from perfkit.remote.scrape import Scraper, ServerMetrics
+from perfkit.schema import Profile
+from perfkit.sweep.load import OnRecord
+from perfkit.sweep.runner import Level, SweepPlan, drive, level_specs
+from perfkit.workload import RequestSpec
+
+NO_SCRAPE = "unavailable: no --scrape-metrics"
+
+
+@dataclass
+class RemoteRun:
+    """Everything one remote level measured, before analysis."""
+
+    level: Level
+    repeat: int
+    records: list[RequestRecord]
+    errors: dict[int, str]  # request id -> failure kind
+    retry_after_s: list[float]
+    overhead: ClientOverhead
+    server: ServerMetrics
+    measurements: LevelMeasurements
+
+
+@dataclass(frozen=True)
+class RemoteSweep:
+    """What every level of a remote sweep shares."""
+
+    target: Target
+    scrape_url: str | None
+    profile: Profile
+    plan: SweepPlan
+
+
+async def _drive(sweep: RemoteSweep, level: Level, repeat: int, specs: list[RequestSpec],
+                 on_record: OnRecord, samplers: LevelSamplers) -> RemoteRun:
+    t0 = time.perf_counter()
+    meter = OverheadMeter(level.concurrency)
+    scraper = Scraper(sweep.scrape_url, t0) if sweep.scrape_url else None
+
+    async def on_warm() -> None:  # measure the measured phase only
+        samplers.stop()
+        samplers.start()
+        if scraper is not None:
+            await scraper.mark()
+        meter.mark()
+
+    def on_rec(record: RequestRecord) -> None:
+        meter.count(record)
+        on_record(record)
+
+    async with open_session(sweep.target, level.concurrency or 0) as session:
+        serve = RemoteServe(session, sweep.target, t0)
+        if scraper is not None:
+            await scraper.start()
+        meter.start()
+        records = await drive(serve, specs, level, sweep.plan.num_warmup, t0, on_rec, on_warm)
+        overhead = await meter.stop()
+        server = ServerMetrics.unavailable(NO_SCRAPE) if scraper is None else await scraper.stop()
+    return RemoteRun(level, repeat, records, serve.errors, serve.retry_after_s, overhead, server,
+                     samplers.stop())
+
+
+def _noop(record: RequestRecord) -> None:
+    pass
+
+
+def run_remote_level(sweep: RemoteSweep, level: Level, repeat: int,
+                     on_record: OnRecord = _noop) -> dict[str, Any]:
+    """Run one level against the target; its result dict (same layout as in-process
+    levels, plus `server`, `errors` and `client`)."""
+    specs = level_specs(sweep.profile, sweep.plan, level)
+    # No NVML here: the GPU that matters is the server's, not this machine's.
+    samplers = LevelSamplers(0, enabled=sweep.plan.samplers)
+    samplers.start()
+    run = asyncio.run(_drive(sweep, level, repeat, specs, on_record, samplers))
+    return remote_level_result(run, sweep.profile.slo)

@@ -1,0 +1,157 @@
+"""Resolve `--target`, `--model`, `--api-key-env`, `--timeout` into a reachable Target.
+
+Everything here runs before the first level, and every problem is a PerfkitError
+(one line, exit 2): a bad URL, a missing key variable, a target that does not
+answer, a model list that cannot be read when no --model was given.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlsplit
+
+import aiohttp
+
+from perfkit.errors import PerfkitError
+from perfkit.remote.client import Target, error_kind
+from perfkit.remote.driver import RemoteSweep
+from perfkit.schema import Profile
+from perfkit.sweep.runner import SweepPlan
+
+DEFAULT_TIMEOUT_S = 60.0
+PROBE_TIMEOUT_S = 10.0  # the start-up probe waits at most this long, whatever --timeout
+
+
+def check_url(url: str, option: str) -> str:
+    """An absolute http(s) URL without a trailing slash."""
+    try:
+        parsed = urlsplit(url)
+        ok = parsed.scheme in ("http", "https") and bool(parsed.hostname)
+        parsed.port  # noqa: B018 (raises ValueError on a bad port)
+    except ValueError:
+        ok = False
+    if not ok:
+        raise PerfkitError(f"{option}: expected an http(s) URL like "
+                           f"http://127.0.0.1:8000/v1, got {url!r}")
+    return url.rstrip("/")
+
+
+def check_remote_flags(target: str | None, api_key_env: str | None, timeout: float | None,
+                       scrape_metrics: str | None, device: str | None) -> None:
+    """Remote-only options need --target; engine-only ones refuse it."""
+    if target is None:
+        for name, value in (("--api-key-env", api_key_env), ("--timeout", timeout),
+                            ("--scrape-metrics", scrape_metrics)):
+            if value is not None:
+                raise PerfkitError(f"{name} needs --target URL")
+    elif device is not None:
+        raise PerfkitError("--device sets the in-process engine's device; with --target the "
+                           "server chooses its own")
+
+
+def api_key_from_env(var: str | None) -> str | None:
+    if var is None:
+        return None
+    key = os.environ.get(var)
+    if not key:
+        raise PerfkitError(f"--api-key-env: environment variable {var} is not set (or empty)")
+    return key
+
+
+async def _get_json(url: str, target: Target) -> tuple[int, Any]:
+    timeout = aiohttp.ClientTimeout(total=min(target.timeout_s, PROBE_TIMEOUT_S))
+    async with aiohttp.ClientSession(timeout=timeout, headers=target.headers()) as session, \
+            session.get(url) as resp:
+        if resp.status != 200:
+            return resp.status, None
+        return 200, await resp.json(content_type=None)
+
+
+def _first_model(body: Any) -> str | None:
+    data = body.get("data") if isinstance(body, dict) else None
+    if isinstance(data, list) and data and isinstance(data[0], dict):
+        first = data[0].get("id")
+        return first if isinstance(first, str) and first else None
+    return None
+
+
+async def _probe(target: Target) -> tuple[int, str | None]:
+    """GET {url}/models: its status and the first model's id (None if unreadable)."""
+    url = f"{target.url}/models"
+    try:
+        status, body = await _get_json(url, target)
+    except (aiohttp.ClientError, asyncio.TimeoutError, TimeoutError, OSError) as err:
+        raise PerfkitError(f"cannot reach {target.url}: {error_kind(err)}") from None
+    except ValueError:
+        return 200, None  # not JSON: a server without a model list
+    if status in (401, 403):
+        raise PerfkitError(f"{url}: http {status}; does the server need an API key "
+                           "(--api-key-env VAR)?")
+    return status, _first_model(body) if status == 200 else None
+
+
+def resolve_target(url: str, model: str | None, api_key_env: str | None,
+                   timeout_s: float) -> Target:
+    """Check the options, reach the server once, pick the model."""
+    if not timeout_s > 0:
+        raise PerfkitError(f"--timeout: expected seconds > 0, got {timeout_s:g}")
+    base = check_url(url, "--target")
+    target = Target(base, model or "", api_key_from_env(api_key_env), timeout_s)
+    status, first = asyncio.run(_probe(target))
+    if model:
+        return target
+    if status == 404:
+        raise PerfkitError(f"{base}/models: http 404; is the URL the API's base (it usually "
+                           "ends in /v1)? Or pass --model NAME")
+    if first is None:
+        raise PerfkitError(f"{base}/models lists no model (http {status}); pass --model NAME")
+    return Target(base, first, target.api_key, timeout_s)
+
+
+async def _probe_metrics(url: str) -> str | None:
+    """None when the endpoint answers with text; else why not."""
+    timeout = aiohttp.ClientTimeout(total=PROBE_TIMEOUT_S)
+    try:
+        async with aiohttp.ClientSession(timeout=timeout) as session, session.get(url) as resp:
+            if resp.status != 200:
+                return f"http {resp.status}"
+            await resp.text()
+    except (aiohttp.ClientError, asyncio.TimeoutError, TimeoutError, OSError) as err:
+        return error_kind(err)
+    return None
+
+
+@dataclass(frozen=True)
+class RemoteOptions:
+    """The sweep command's remote options, as given."""
+
+    url: str
+    model: str | None
+    api_key_env: str | None
+    timeout_s: float | None
+    scrape_url: str | None
+
+
+def connect(opts: RemoteOptions, profile: Profile, plan: SweepPlan) -> RemoteSweep:
+    """Check every remote option and reach the server (and its metrics) once."""
+    scrape = None if opts.scrape_url is None else check_url(opts.scrape_url, "--scrape-metrics")
+    timeout_s = DEFAULT_TIMEOUT_S if opts.timeout_s is None else opts.timeout_s
+    target = resolve_target(opts.url, opts.model, opts.api_key_env, timeout_s)
+    if scrape is not None:
+        why = asyncio.run(_probe_metrics(scrape))
+        if why is not None:
+            raise PerfkitError(f"--scrape-metrics: cannot read {scrape}: {why}")
+    return RemoteSweep(target, scrape, profile, plan)
+
+
+def remote_header(sweep: RemoteSweep) -> dict[str, Any]:
+    """The result header's target and device fields. Results of one served model
+    compare with each other (`perfkit gate`), not with in-process runs."""
+    return {
+        "target": {"url": sweep.target.url, "model": sweep.target.model,
+                   "scrape_metrics": sweep.scrape_url},
+        "environment": {"device": "remote", "device_class": f"remote:{sweep.target.model}"},
+    }

@@ -1,0 +1,149 @@
+"""A scriptable OpenAI-style streaming stub on a loopback port, run in its own thread.
+
+It streams `tokens_per_chunk` tokens per SSE chunk, can refuse (status + Retry-After),
+stall, send no usage, cut a stream after a few chunks, or die: after `die_after`
+requests it cuts the next stream and stops listening, so later requests find the
+port closed (or their kept-alive connection cut).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+from aiohttp import web
+
+
+@dataclass
+class StubConfig:
+    tokens_per_chunk: int = 1
+    status: int = 200
+    retry_after: str | None = None
+    usage: bool = True
+    finish_reason: str = "length"
+    stall_s: float = 0.0  # sleep before the first chunk
+    cut_after_chunks: int | None = None  # drop the connection after this many chunks
+    die_after: int | None = None  # requests served whole before the server dies
+    metrics: Callable[[], str] = lambda: "vllm:num_requests_running 0\n"
+    bodies: list[dict[str, Any]] = field(default_factory=list)  # every request body seen
+
+
+def _sse(obj: Any) -> bytes:
+    return b"data: " + json.dumps(obj).encode() + b"\n\n"
+
+
+class Stub:
+    def __init__(self, cfg: StubConfig) -> None:
+        self.cfg = cfg
+        self.served = 0
+        self.dead = False
+        self.loop = asyncio.new_event_loop()
+        self.runner: web.AppRunner | None = None
+        self.site: web.TCPSite | None = None
+        self.port = 0
+        self._ready = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    def _app(self) -> web.Application:
+        app = web.Application()
+        app.router.add_get("/v1/models", self.models)
+        app.router.add_post("/v1/completions", self.completions)
+        app.router.add_get("/metrics", self.metrics)
+        return app
+
+    def _run(self) -> None:
+        asyncio.set_event_loop(self.loop)
+        self.runner = web.AppRunner(self._app(), shutdown_timeout=0.5)
+        self.loop.run_until_complete(self.runner.setup())
+        self.site = web.TCPSite(self.runner, "127.0.0.1", 0)
+        self.loop.run_until_complete(self.site.start())
+        self.port = self.runner.addresses[0][1]
+        self._ready.set()
+        self.loop.run_forever()
+
+    def start(self) -> Stub:
+        self._thread.start()
+        self._ready.wait(10)
+        return self
+
+    def stop(self) -> None:
+        if self.runner is not None:
+            fut = asyncio.run_coroutine_threadsafe(self.runner.cleanup(), self.loop)
+            fut.result(10)
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self._thread.join(10)
+
+    async def models(self, request: web.Request) -> web.Response:
+        return web.json_response({"object": "list", "data": [{"id": "stub-model"}]})
+
+    async def metrics(self, request: web.Request) -> web.Response:
+        return web.Response(text=self.cfg.metrics())
+
+    async def completions(self, request: web.Request) -> web.StreamResponse:
+        cfg = self.cfg
+        body = await request.json()
+        cfg.bodies.append(body)
+        if self.dead:
+            assert request.transport is not None
+            request.transport.abort()  # a kept-alive connection to a dead server
+            return web.Response()
+        if cfg.status != 200:
+            headers = {"Retry-After": cfg.retry_after} if cfg.retry_after else {}
+            return web.json_response({"error": {"message": "no"}}, status=cfg.status,
+                                     headers=headers)
+        dying = cfg.die_after is not None and self.served >= cfg.die_after
+        self.served += 1
+        return await self._stream(request, body["max_tokens"], 2 if dying else None, dying)
+
+    async def _stream(self, request: web.Request, max_tokens: int, cut: int | None,
+                      dying: bool) -> web.StreamResponse:
+        cfg = self.cfg
+        cut = cfg.cut_after_chunks if cut is None else cut
+        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await resp.prepare(request)
+        await asyncio.sleep(cfg.stall_s)
+        sent, chunks = 0, 0
+        while sent < max_tokens:
+            n = min(cfg.tokens_per_chunk, max_tokens - sent)
+            sent += n
+            finish = cfg.finish_reason if sent == max_tokens else None
+            await resp.write(_sse({"choices": [{"index": 0, "text": "x" * n,
+                                                "finish_reason": finish}]}))
+            chunks += 1
+            if cut is not None and chunks >= cut:
+                if dying:
+                    self.dead = True
+                    assert self.site is not None
+                    await self.site.stop()  # stop listening: new connections are refused
+                assert request.transport is not None
+                request.transport.abort()
+                return resp
+        if cfg.usage:
+            usage = {"prompt_tokens": 3, "completion_tokens": sent,
+                     "prompt_tokens_details": {"cached_tokens": 2}}
+            await resp.write(_sse({"choices": [], "usage": usage}))
+        await resp.write(b"data: [DONE]\n\n")
+        return resp
+
+
+@pytest.fixture
+def stub() -> Iterator[Callable[..., Stub]]:
+    started: list[Stub] = []
+
+    def start(**kwargs: Any) -> Stub:
+        server = Stub(StubConfig(**kwargs)).start()
+        started.append(server)
+        return server
+
+    yield start
+    for server in started:
+        server.stop()

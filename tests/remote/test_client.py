@@ -1,0 +1,146 @@
+"""The remote client against a loopback stub: SSE parsing, records, every failure kind."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import time
+
+import pytest
+
+from perfkit.errors import PerfkitError
+from perfkit.remote.client import RemoteServe, Target, open_session, request_body
+from perfkit.remote.sse import SseParser, parse_chunk, usage_counts
+from perfkit.remote.target import check_url, resolve_target
+from perfkit.workload import RequestSpec
+
+SPEC = RequestSpec(request_id=7, prompt=(5, 6, 7, 8), max_tokens=10)
+
+
+def run(url: str, specs: list[RequestSpec], timeout_s: float = 5.0):
+    async def go():
+        target = Target(url, "m", None, timeout_s)
+        async with open_session(target, 2) as session:
+            serve = RemoteServe(session, target, time.perf_counter())
+            records = [await serve(spec, False) for spec in specs]
+        return records, serve
+
+    return asyncio.run(go())
+
+
+def closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_sse_parser_events_comments_and_multiline():
+    p = SseParser()
+    lines = [b": keep-alive\n", b"data: {\"a\":\n", b"data: 1}\r\n", b"\n", b"event: x\n",
+             b"data: [DONE]"]
+    assert [p.feed(line) for line in lines] == [None, None, None, '{"a":\n1}', None, None]
+    assert p.close() == "[DONE]" and p.close() is None
+
+
+def test_parse_chunk_kinds():
+    token = parse_chunk('{"choices": [{"text": "a", "finish_reason": null}]}')
+    assert token.has_token and token.finish_reason is None
+    last = parse_chunk('{"choices": [{"text": "", "finish_reason": "length"}]}')
+    assert not last.has_token and last.finish_reason == "length"
+    empty_token = parse_chunk('{"choices": [{"text": "", "finish_reason": null}]}')
+    assert empty_token.has_token
+    usage = parse_chunk('{"choices": [], "usage": {"prompt_tokens": 4, "completion_tokens": 9,'
+                        ' "prompt_tokens_details": {"cached_tokens": 2}}}')
+    assert not usage.has_token and usage_counts(usage.usage) == (4, 9, 2)
+    assert parse_chunk('{"error": {"message": "boom"}}').error == "boom"
+    assert parse_chunk('{"choices": [{"delta": {"content": "hi"}}]}').has_token
+    with pytest.raises(ValueError):
+        parse_chunk("[1, 2]")
+    for odd in ('{"choices": 5}', '{"choices": [{"delta": "x", "finish_reason": 3}]}',
+                '{"choices": [7], "usage": [1]}', '{"usage": {"prompt_tokens_details": 1}}'):
+        chunk = parse_chunk(odd)  # malformed fields count as absent
+        assert chunk.error is None and usage_counts(chunk.usage)[2] is None
+
+
+def test_request_body_sends_token_ids_and_extensions():
+    body = request_body(RequestSpec(0, (1, 2), 3, priority=2, tool_call=True), "m")
+    assert body["prompt"] == [1, 2] and body["max_tokens"] == 3 and body["stream"] is True
+    assert body["ignore_eos"] is True and body["stream_options"] == {"include_usage": True}
+    assert body["priority"] == 2 and body["tool_call"] is True
+    assert "priority" not in request_body(SPEC, "m")
+
+
+def test_streamed_record_one_token_per_chunk(stub):
+    server = stub()
+    [rec], serve = run(server.url, [SPEC])
+    assert serve.errors == {}
+    assert rec.output_tokens == 10 and len(rec.token_times_s) == 10
+    assert rec.prompt_tokens == 3 and rec.cached_tokens == 2  # from usage
+    assert rec.finish_reason == "length" and rec.completed
+    assert rec.ttft_s is not None and rec.ttft_s > 0 and len(rec.itl_s) == 9
+    assert rec.finish_s == rec.token_times_s[-1]
+    assert server.cfg.bodies[0]["prompt"] == [5, 6, 7, 8]
+
+
+def test_several_tokens_per_chunk_counted_from_usage(stub):
+    [rec], _ = run(stub(tokens_per_chunk=4).url, [SPEC])
+    assert rec.output_tokens == 10 and len(rec.token_times_s) == 3  # chunks: 4 + 4 + 2
+
+
+def test_without_usage_tokens_are_chunks(stub):
+    [rec], _ = run(stub(usage=False).url, [SPEC])
+    assert rec.output_tokens == 10 and rec.prompt_tokens == 4 and rec.cached_tokens == 0
+
+
+def test_429_is_a_rejection_with_retry_after(stub):
+    [rec], serve = run(stub(status=429, retry_after="2").url, [SPEC])
+    assert rec.rejected == "http 429" and rec.finish_reason == "rejected"
+    assert rec.finish_s is None and not rec.completed
+    assert serve.errors == {7: "http 429"} and serve.retry_after_s == [2.0]
+
+
+def test_503_is_an_error(stub):
+    [rec], serve = run(stub(status=503).url, [SPEC])
+    assert rec.rejected is None and rec.finish_reason == "error" and not rec.completed
+    assert serve.errors == {7: "http 503"}
+
+
+def test_cut_stream_is_a_broken_stream(stub):
+    [rec], serve = run(stub(cut_after_chunks=3).url, [SPEC])
+    assert serve.errors == {7: "broken stream"} and rec.finish_reason == "error"
+    assert rec.output_tokens == 3
+
+
+def test_stall_beyond_timeout(stub):
+    [rec], serve = run(stub(stall_s=1.0).url, [SPEC], timeout_s=0.2)
+    assert serve.errors == {7: "timeout"} and rec.finish_reason == "error"
+
+
+def test_abort_finish_reason_is_an_error(stub):
+    [rec], serve = run(stub(finish_reason="abort").url, [SPEC])
+    assert serve.errors == {7: "aborted"} and not rec.completed
+
+
+def test_connection_refused():
+    [rec], serve = run(f"http://127.0.0.1:{closed_port()}/v1", [SPEC])
+    assert serve.errors == {7: "connection refused"} and rec.output_tokens == 0
+
+
+def test_resolve_target_picks_the_first_model(stub):
+    server = stub()
+    assert resolve_target(server.url + "/", None, None, 5.0).model == "stub-model"
+    assert resolve_target(server.url, "mine", None, 5.0).model == "mine"
+    with pytest.raises(PerfkitError, match="/models: http 404; is the URL the API's base"):
+        resolve_target(server.url.removesuffix("/v1"), None, None, 5.0)
+
+
+def test_resolve_target_errors(monkeypatch):
+    url = f"http://127.0.0.1:{closed_port()}/v1"
+    with pytest.raises(PerfkitError, match=f"cannot reach {url}: connection refused"):
+        resolve_target(url, None, None, 5.0)
+    monkeypatch.delenv("PERFKIT_TEST_KEY", raising=False)
+    with pytest.raises(PerfkitError, match="PERFKIT_TEST_KEY is not set"):
+        resolve_target(url, None, "PERFKIT_TEST_KEY", 5.0)
+    for bad in ("localhost:8000", "ftp://x/v1", "http://:80/v1", "http://h:notaport/v1"):
+        with pytest.raises(PerfkitError, match="--target: expected an http"):
+            check_url(bad, "--target")
