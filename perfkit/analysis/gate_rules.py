@@ -45,6 +45,13 @@ def _dig(*keys: str) -> Callable[[Level], float | None]:
     return read
 
 
+def _prefix_hits(level: dict[str, Any]) -> Any:
+    """In-process: the pool's block hits; a remote target: the scraped server counter."""
+    if "client" in level:
+        return _dig("server", "prefix_hits")(level)
+    return _dig("counts", "pool_hits")(level)
+
+
 def _when_available(section: str, read: Callable[[Level], float | None]
                     ) -> Callable[[Level], float | None]:
     """None unless level[section]['available'] is true (a sampler that did not run)."""
@@ -112,7 +119,7 @@ METRICS: dict[str, Metric] = {m.name: m for m in [
     Metric("preemptions", "count", "preemptions", "preemptions of served requests",
            read=_dig("counts", "preemptions"), scheduled=True),
     Metric("prefix_hits", "count", "blocks", "prefix-cache block lookups that hit",
-           read=_dig("counts", "pool_hits"), scheduled=True),
+           read=_prefix_hits, scheduled=True),
     Metric("kv_peak_blocks", "count", "blocks", "peak KV blocks in use",
            read=_dig("kv", "peak_blocks_used"), scheduled=True),
     Metric("kv_waste_slots", "count", "slots", "mean allocated but empty token slots per step",

@@ -7,7 +7,17 @@ from typing import Annotated
 import typer
 
 from perfkit import __version__
-from perfkit.cli import bench, env, fragmentation, gate, profiles, report, stacks, sweep
+from perfkit.cli import (
+    bench,
+    env,
+    fragmentation,
+    gate,
+    profiles,
+    report,
+    serve,
+    stacks,
+    sweep,
+)
 
 app = typer.Typer(
     name="perfkit",
@@ -29,6 +39,9 @@ app.command(
     "fragmentation", short_help="KV memory waste by kind under allocation policies."
 )(fragmentation.fragmentation)
 app.command("report", short_help="One self-contained HTML report with plots.")(report.report)
+app.command(
+    "serve", short_help="The engine behind an OpenAI-compatible HTTP server."
+)(serve.serve)
 
 
 def _version(value: bool) -> None:

@@ -33,6 +33,14 @@ def _gpu(lv: dict[str, Any]) -> str:
     return f"{gpu['peak_used_bytes'] / 2**30:.1f} GiB" if gpu.get("available") else "n/a"
 
 
+def _kv_peak(lv: dict[str, Any]) -> str:
+    """Blocks in-process; a remote server's scraped usage share (or n/a without scraping)."""
+    kv = lv["kv"]
+    if "usage_peak" in kv:
+        return "n/a" if kv["usage_peak"] is None else f"{kv['usage_peak']:.0%}"
+    return f"{kv['peak_blocks_used']}/{kv['blocks_total']}"
+
+
 def _faults(lv: dict[str, Any]) -> str:
     return f"{lv['cpu']['num_minor_faults'] / max(lv['counts']['steps'], 1):.0f}"
 
@@ -66,7 +74,7 @@ COUNTS: list[tuple[str, Any]] = [
     ("out\ntokens", lambda lv: str(lv["counts"]["output_tokens"])),
     ("rej.", lambda lv: str(sum(lv["counts"]["rejected"].values()))),
     ("pre-\nempt", lambda lv: str(lv["counts"]["preemptions"])),
-    ("KV peak\nblocks", lambda lv: f"{lv['kv']['peak_blocks_used']}/{lv['kv']['blocks_total']}"),
+    ("KV peak\nblocks", lambda lv: _kv_peak(lv)),
     ("KV peak\nslots", lambda lv: str(lv["kv"]["peak_slots_used"])),
     ("prefix\nhit", lambda lv: f"{lv['prefix_hit_rate']:.0%}"),
     ("steps", lambda lv: str(lv["counts"]["steps"])),
@@ -88,12 +96,27 @@ TABLES = [("Timings (noisy)", TIMINGS), ("CPU, GC, GPU (noisy)", RESOURCES),
           ("Counts (deterministic)", COUNTS)]
 
 
+CLIENT: list[tuple[str, Any]] = [
+    ("level", _level),
+    ("errors", lambda lv: str(lv["errors"]["total"])),
+    ("client\nCPU", lambda lv: f"{lv['client']['cpu_share']:.0%}"),
+    ("CPU ms\n/request", lambda lv: _ms(lv["client"]["cpu_per_request_s"])),
+    ("loop lag\np99 ms", lambda lv: _ms(lv["client"]["loop_lag"].get("p99"))),
+]
+
+
 def _tables(doc: dict[str, Any]) -> list[tuple[str, list[tuple[str, Any]]]]:
-    """The guard table only when some level ran tool calls or cut a loop."""
-    guarded = any(lv.get("guard", {}).get("counts", {}).get("tool_calls")
-                  or lv.get("guard", {}).get("counts", {}).get("ended", {}).get("loop")
-                  for lv in doc["levels"])
-    return [*TABLES, ("Guard (counts; µs/step is a timing)", GUARD)] if guarded else TABLES
+    """The guard table when some level ran tool calls or cut a loop; the client table
+    for a remote target."""
+    levels = doc["levels"]
+    tables = list(TABLES)
+    if any(lv.get("guard", {}).get("counts", {}).get("tool_calls")
+           or lv.get("guard", {}).get("counts", {}).get("ended", {}).get("loop")
+           for lv in levels):
+        tables.append(("Guard (counts; µs/step is a timing)", GUARD))
+    if any("client" in lv for lv in levels):
+        tables.append(("Remote target: errors (count) and load-generator cost (noisy)", CLIENT))
+    return tables
 
 
 def rows(doc: dict[str, Any], columns: list[tuple[str, Any]]) -> tuple[list[str], list[list[str]]]:
