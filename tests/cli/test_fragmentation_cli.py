@@ -8,18 +8,13 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from perfkit.cli.fragmentation import fragmentation
+from perfkit.cli import main
 
 
 def _app() -> typer.Typer:
-    app = typer.Typer(pretty_exceptions_enable=False)
-    app.command("fragmentation")(fragmentation)
-
-    @app.callback()
-    def root() -> None:
-        """A throwaway app: main.py registers the command the same way."""
-
-    return app
+    """The real `perfkit` app: the command as registered in perfkit/cli/main.py."""
+    assert main.app.registered_commands  # fragmentation among them
+    return main.app
 
 
 @pytest.fixture

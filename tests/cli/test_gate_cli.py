@@ -8,7 +8,7 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from perfkit.cli import gate as gate_cmd
+from perfkit.cli import main
 
 _spec = importlib.util.spec_from_file_location(
     "gate_docs", Path(__file__).parents[1] / "analysis" / "gate_docs.py")
@@ -18,11 +18,8 @@ _spec.loader.exec_module(gate_docs)
 
 
 def _app() -> typer.Typer:
-    """`perfkit gate` as the lead registers it: app.command("gate")(gate.gate)."""
-    app = typer.Typer(pretty_exceptions_enable=False)
-    app.callback()(lambda: None)
-    app.command("gate")(gate_cmd.gate)
-    return app
+    """The real `perfkit` app (perfkit/cli/main.py registers `gate`)."""
+    return main.app
 
 
 @pytest.fixture

@@ -11,7 +11,7 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from perfkit.cli.report import report
+from perfkit.cli import main
 from perfkit.report.browser import find_chromium
 
 _spec = importlib.util.spec_from_file_location(
@@ -22,11 +22,8 @@ _spec.loader.exec_module(rd)
 
 
 def _app() -> typer.Typer:
-    """`perfkit report` as the lead registers it: app.command("report")(report.report)."""
-    app = typer.Typer(pretty_exceptions_enable=False)
-    app.callback()(lambda: None)
-    app.command("report")(report)
-    return app
+    """The real `perfkit` app (perfkit/cli/main.py registers `report`)."""
+    return main.app
 
 
 @pytest.fixture

@@ -15,18 +15,15 @@ import urllib.error
 import urllib.request
 
 import pytest
-import typer
 from typer.testing import CliRunner
 
-from perfkit.cli.serve import serve
+from perfkit.cli import main
 
 
 @pytest.fixture
 def run():
-    """`perfkit serve ARGS` on an app holding just this command (the lead registers it)."""
-    app = typer.Typer(pretty_exceptions_enable=False, add_completion=False)
-    app.callback()(lambda: None)
-    app.command("serve")(serve)
+    """`perfkit serve ARGS` on the real app (perfkit/cli/main.py registers it)."""
+    app = main.app
     runner = CliRunner()
     return lambda *args: runner.invoke(app, ["serve", *args], catch_exceptions=False)
 

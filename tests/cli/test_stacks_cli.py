@@ -6,10 +6,10 @@ import sys
 import time
 
 import pytest
-import typer
 from typer.testing import CliRunner
 
-from perfkit.cli.stacks import default_name, stacks
+from perfkit.cli import main
+from perfkit.cli.stacks import default_name
 from perfkit.measure import stacks_external
 from perfkit.measure.stacks import stacks_status
 from perfkit.report.folded import read_folded
@@ -22,10 +22,8 @@ BUSY = "def busy():\n s = 0\n for i in range(3_000_000): s += i\nbusy()\n"
 
 @pytest.fixture
 def run():
-    """`perfkit stacks ARGS` on an app holding just this command (the lead registers it)."""
-    app = typer.Typer(pretty_exceptions_enable=False, add_completion=False)
-    app.callback()(lambda: None)
-    app.command("stacks")(stacks)
+    """`perfkit stacks ARGS` on the real app (perfkit/cli/main.py registers it)."""
+    app = main.app
     runner = CliRunner()
     return lambda *args: runner.invoke(app, ["stacks", *args], catch_exceptions=False)
 
