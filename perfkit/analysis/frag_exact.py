@@ -21,6 +21,7 @@ the replay measures memory, not the front door's queue limit.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from perfkit.analysis.frag_types import PolicyResult, Slots
@@ -101,6 +102,29 @@ def _sequence(spec: RequestSpec) -> Sequence:
                     priority=spec.priority, tool_call=spec.tool_call)
 
 
+def drive_arrivals(arrival_steps: list[int], add: Callable[[int], bool],
+                   has_work: Callable[[], bool], step: Callable[[int, bool], None]) -> int:
+    """Submit request i at step arrival_steps[i] (add(i) says whether it was rejected), call
+    step(t, more_arrivals) at every step with work, jump over idle gaps. Returns the number
+    of rejections. Shared by the scheduler replay and the live engine run, so both see the
+    same step clock."""
+    rejected = nxt = 0
+    num = len(arrival_steps)
+    t = arrival_steps[0] if num else 0
+    while nxt < num or has_work():
+        while nxt < num and arrival_steps[nxt] <= t:
+            rejected += add(nxt)
+            nxt += 1
+        if not has_work():
+            if nxt >= num:
+                break
+            t = arrival_steps[nxt]
+            continue
+        step(t, nxt < num)
+        t += 1
+    return rejected
+
+
 def replay_scheduler(
     profile: Profile, specs: list[RequestSpec], arrival_steps: list[int],
     unlimited_budget: bool = False, name: str | None = None,
@@ -113,17 +137,10 @@ def replay_scheduler(
                                       max(len(specs), 1)), pool)
     rec = Recorder(name or f"paged-{eng.block_size} (scheduler)", eng.block_size,
                    pool.num_blocks, eng.max_model_len)
-    rejected = finished = nxt = 0
-    t = arrival_steps[0] if specs else 0
-    while nxt < len(specs) or sched.has_work:
-        while nxt < len(specs) and arrival_steps[nxt] <= t:
-            rejected += sched.add(_sequence(specs[nxt])) is not None
-            nxt += 1
-        if not sched.has_work:
-            if nxt >= len(specs):
-                break
-            t = arrival_steps[nxt]
-            continue
+    finished = 0
+
+    def step(t: int, more_arrivals: bool) -> None:
+        nonlocal finished
         out = sched.schedule()
         if out.scheduled:
             sched.commit(out)
@@ -131,9 +148,13 @@ def replay_scheduler(
                 if item.samples:
                     finished += _append(sched, item.seq, eng.max_model_len)
             rec.record(t, pool, sched.running, len(out.scheduled))
-        elif nxt >= len(specs) and not out.preempted:
+        elif not more_arrivals and not out.preempted:
             raise RuntimeError("scheduler made no progress")  # an engine bug, not user input
-        t += 1
+
+    rejected = drive_arrivals(
+        arrival_steps, lambda i: sched.add(_sequence(specs[i])) is not None,
+        lambda: sched.has_work, step,
+    )
     return ExactReplay(rec.result(finished, rejected, sched.num_preemptions),
                        dataclasses.replace(pool.counters), rec.cached_free)
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import psutil
 
-from perfkit.analysis.frag_exact import ExactReplay, Recorder, replay_scheduler
+from perfkit.analysis.frag_exact import ExactReplay, Recorder, drive_arrivals, replay_scheduler
 from perfkit.analysis.frag_paged import simulate_paged
 from perfkit.analysis.frag_trace import arrival_steps, specs_trace
 from perfkit.analysis.frag_types import Arrivals, PolicyResult
@@ -109,23 +109,21 @@ def run_engine(profile: Profile, specs: list[RequestSpec], steps: list[int]) -> 
     rss: list[int] = []
     ran = [0]  # requests the last step scheduled (the engine calls on_step with its plan)
     engine.on_step = lambda out: ran.__setitem__(0, len(out.scheduled))
-    rejected = finished = nxt = t = 0
-    start = time.perf_counter()
-    while nxt < len(specs) or engine.has_work:
-        while nxt < len(specs) and steps[nxt] <= t:
-            rejected += engine.add_request(specs[nxt])[1] is not None
-            nxt += 1
-        if not engine.has_work:
-            if nxt >= len(specs):
-                break
-            t = steps[nxt]
-            continue
+    finished = 0
+
+    def step(t: int, more_arrivals: bool) -> None:
+        nonlocal finished
         before = engine.stats.steps
         finished += sum(event.finished for event in engine.step())
         if engine.stats.steps > before:
             rec.record(t, pool, sched.running, ran[0])
             rss.append(proc.memory_info().rss)
-        t += 1
+
+    start = time.perf_counter()
+    rejected = drive_arrivals(
+        steps, lambda i: engine.add_request(specs[i])[1] is not None,
+        lambda: engine.has_work, step,
+    )
     wall = time.perf_counter() - start
     own = [(k.blocks_used, k.slots_used) for k in engine.stats.kv_timeline]
     return LiveReport(rec.result(finished, rejected, sched.num_preemptions), own,
