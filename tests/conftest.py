@@ -28,7 +28,7 @@ def cli():
 
     runner = CliRunner()
 
-    def invoke(*args: str):
-        return runner.invoke(app, list(args), catch_exceptions=False)
+    def invoke(*args: str, width: int | None = None):
+        return runner.invoke(app, list(args), catch_exceptions=False, terminal_width=width)
 
     return invoke

@@ -5,27 +5,12 @@ from __future__ import annotations
 import json
 
 import pytest
-import typer
-from typer.testing import CliRunner
-
-from perfkit.cli import main
-
-
-def _app() -> typer.Typer:
-    """The real `perfkit` app: the command as registered in perfkit/cli/main.py."""
-    assert main.app.registered_commands  # fragmentation among them
-    return main.app
 
 
 @pytest.fixture
-def frag():
-    runner, app = CliRunner(), _app()
-
-    def invoke(*args: str):
-        return runner.invoke(app, ["fragmentation", *args], catch_exceptions=False,
-                             terminal_width=220)
-
-    return invoke
+def frag(cli):
+    """`perfkit fragmentation ARGS` on the real app."""
+    return lambda *args: cli("fragmentation", *args, width=220)
 
 
 @pytest.mark.parametrize(("args", "message"), [

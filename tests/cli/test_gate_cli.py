@@ -5,10 +5,6 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
-import typer
-from typer.testing import CliRunner
-
-from perfkit.cli import main
 
 _spec = importlib.util.spec_from_file_location(
     "gate_docs", Path(__file__).parents[1] / "analysis" / "gate_docs.py")
@@ -17,14 +13,9 @@ gate_docs = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(gate_docs)
 
 
-def _app() -> typer.Typer:
-    """The real `perfkit` app (perfkit/cli/main.py registers `gate`)."""
-    return main.app
-
-
 @pytest.fixture
-def gate(tmp_path):
-    app, runner = _app(), CliRunner()
+def gate(cli, tmp_path):
+    """`perfkit gate BASE CUR ARGS` on the real app, the two results written first."""
 
     def invoke(base: dict | str, cur: dict | str, *args: str):
         paths = []
@@ -32,7 +23,7 @@ def gate(tmp_path):
             path = tmp_path / name
             path.write_text(d if isinstance(d, str) else json.dumps(d))
             paths.append(str(path))
-        return runner.invoke(app, ["gate", *paths, *args], catch_exceptions=False)
+        return cli("gate", *paths, *args)
 
     return invoke
 
@@ -95,9 +86,8 @@ def test_malformed_file_exits_2(gate, bad):
     assert "Traceback" not in result.stderr + result.stdout
 
 
-def test_missing_file_exits_2(tmp_path):
-    result = CliRunner().invoke(_app(), ["gate", str(tmp_path / "a.json"),
-                                         str(tmp_path / "b.json")])
+def test_missing_file_exits_2(cli, tmp_path):
+    result = cli("gate", str(tmp_path / "a.json"), str(tmp_path / "b.json"))
     assert result.exit_code == 2
     assert "no such file" in result.stderr
 

@@ -8,10 +8,7 @@ import json
 from pathlib import Path
 
 import pytest
-import typer
-from typer.testing import CliRunner
 
-from perfkit.cli import main
 from perfkit.report.browser import find_chromium
 
 _spec = importlib.util.spec_from_file_location(
@@ -21,20 +18,10 @@ rd = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(rd)
 
 
-def _app() -> typer.Typer:
-    """The real `perfkit` app (perfkit/cli/main.py registers `report`)."""
-    return main.app
-
-
 @pytest.fixture
-def run():
-    app, runner = _app(), CliRunner()
-
-    def invoke(*args: str):
-        return runner.invoke(app, ["report", *map(str, args)], catch_exceptions=False,
-                             terminal_width=200)
-
-    return invoke
+def run(cli):
+    """`perfkit report ARGS` on the real app."""
+    return lambda *args: cli("report", *map(str, args), width=200)
 
 
 @pytest.fixture

@@ -15,17 +15,12 @@ import urllib.error
 import urllib.request
 
 import pytest
-from typer.testing import CliRunner
-
-from perfkit.cli import main
 
 
 @pytest.fixture
-def run():
-    """`perfkit serve ARGS` on the real app (perfkit/cli/main.py registers it)."""
-    app = main.app
-    runner = CliRunner()
-    return lambda *args: runner.invoke(app, ["serve", *args], catch_exceptions=False)
+def run(cli):
+    """`perfkit serve ARGS` on the real app."""
+    return lambda *args: cli("serve", *args)
 
 
 @pytest.mark.parametrize(("args", "message"), [

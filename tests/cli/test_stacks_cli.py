@@ -6,9 +6,7 @@ import sys
 import time
 
 import pytest
-from typer.testing import CliRunner
 
-from perfkit.cli import main
 from perfkit.cli.stacks import default_name
 from perfkit.measure import stacks_external
 from perfkit.measure.stacks import stacks_status
@@ -21,11 +19,9 @@ BUSY = "def busy():\n s = 0\n for i in range(3_000_000): s += i\nbusy()\n"
 
 
 @pytest.fixture
-def run():
-    """`perfkit stacks ARGS` on the real app (perfkit/cli/main.py registers it)."""
-    app = main.app
-    runner = CliRunner()
-    return lambda *args: runner.invoke(app, ["stacks", *args], catch_exceptions=False)
+def run(cli):
+    """`perfkit stacks ARGS` on the real app."""
+    return lambda *args: cli("stacks", *args)
 
 
 @pytest.mark.parametrize(("args", "message"), [
