@@ -8,7 +8,7 @@ p99, a bold line at p50 and a tick at p90 — the tail is what serving cares abo
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from xml.sax.saxutils import escape
 
@@ -73,15 +73,10 @@ def _bars_h(frame: Frame, sv: Scale, categories: Sequence[str], stacks: Sequence
         y = frame.top + i * ROW_H + ROW_H * (1 - BAR_FILL) / 2
         out.append(text(frame.left - 6, y + ROW_H * BAR_FILL / 2 + 4,
                         _clip(cat, frame.left - 10), "end", INK))
-        acc = 0.0
-        for s in stacks:
-            v = s.values[i]
-            if v is None:
-                continue
-            x0, x1 = sv(acc), sv(acc + v)
+        for s, start, v in _pieces(stacks, i):
+            x0, x1 = sv(start), sv(start + v)
             out.append(_segment(x0, y, x1 - x0, ROW_H * BAR_FILL, s.color,
                                 f"{cat} · {s.label}: {format_value(v, axis)}"))
-            acc += v
     return out
 
 
@@ -94,17 +89,23 @@ def _bars_v(frame: Frame, sv: Scale, categories: Sequence[str], stacks: Sequence
         for line, part in enumerate(cat.split("\n")):
             out.append(text(x + slot * BAR_FILL / 2, frame.bottom + 15 + 13 * line,
                             _clip(part, slot), "middle", MUTED))
-        acc = 0.0
-        for s in stacks:
-            v = s.values[i]
-            if v is None:
-                continue
-            y0, y1 = sv(acc), sv(acc + v)
+        for s, start, v in _pieces(stacks, i):
+            y0, y1 = sv(start), sv(start + v)
             out.append(_segment(x, y1, slot * BAR_FILL, y0 - y1, s.color,
                                 f"{cat.replace(chr(10), ' ')} · {s.label}: "
                                 f"{format_value(v, axis)}"))
-            acc += v
     return out
+
+
+def _pieces(stacks: Sequence[Stack], i: int) -> Iterator[tuple[Stack, float, float]]:
+    """Category i's segments bottom-up: (series, start on the value axis, value); a missing
+    value (None) takes no room."""
+    acc = 0.0
+    for s in stacks:
+        v = s.values[i]
+        if v is not None:
+            yield s, acc, v
+            acc += v
 
 
 def stacked_bars(chart_id: str, title: str, categories: Sequence[str],
