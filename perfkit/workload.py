@@ -11,7 +11,7 @@ import math
 import random
 from dataclasses import dataclass
 
-from perfkit.schema import LengthDist, WorkloadConfig
+from perfkit.config.schema import LengthDist, WorkloadConfig
 
 # Token id 0 is never generated in prompts (reserved as padding by the model).
 FIRST_TOKEN_ID = 1

@@ -4,8 +4,8 @@ import statistics
 
 import pytest
 
-from perfkit.profile import Overrides, load_profile
-from perfkit.schema import LengthDist, WorkloadConfig
+from perfkit.config.profile import Overrides, load_profile
+from perfkit.config.schema import LengthDist, WorkloadConfig
 from perfkit.workload import arrival_times, generate, sample_length
 
 

@@ -18,8 +18,8 @@ from dataclasses import asdict, dataclass
 import torch
 import torch.nn.functional as F
 
-from perfkit.engine.attention import AttentionMetadata, PagedAttention
-from perfkit.engine.kv_cache import KVCache
+from perfkit.engine.layers.attention import AttentionMetadata, PagedAttention
+from perfkit.engine.layers.kv_cache import KVCache
 
 WARMUP = 3
 COPY_BYTES = 256 << 20

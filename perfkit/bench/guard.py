@@ -15,10 +15,10 @@ import time
 
 import torch
 
-from perfkit.engine.guard import Guard, GuardCounts, count_finish
+from perfkit.config.schema import Profile
+from perfkit.engine.guard.dfa import compile_dfa
+from perfkit.engine.guard.guard import Guard, GuardCounts, count_finish
 from perfkit.engine.sequence import Sequence
-from perfkit.engine.toolcall_dfa import compile_dfa
-from perfkit.schema import Profile
 
 BATCH = 16
 MAX_TOKENS = 64

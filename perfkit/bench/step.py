@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import time
 
+from perfkit.config.schema import Profile
 from perfkit.engine.engine import Engine
 from perfkit.measure.proc import delta, snapshot
-from perfkit.schema import Profile
 from perfkit.workload import RequestSpec
 
 

@@ -10,9 +10,9 @@ from typing import Annotated, Any, TypeVar
 import typer
 from rich.console import Console
 
+from perfkit.config.profile import Overrides, load_profile
+from perfkit.config.schema import Profile
 from perfkit.errors import PerfkitError
-from perfkit.profile import Overrides, load_profile
-from perfkit.schema import Profile
 
 F = TypeVar("F", bound=Callable[..., Any])
 

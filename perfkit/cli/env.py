@@ -9,9 +9,9 @@ import typer
 from rich.table import Table
 
 from perfkit.cli.common import console, user_errors
+from perfkit.config.units import format_bytes
 from perfkit.measure.envinfo import Environment, collect
-from perfkit.measure.stacks import stacks_status
-from perfkit.units import format_bytes
+from perfkit.stacks.record import stacks_status
 
 
 def _yes(ok: bool | None) -> str:

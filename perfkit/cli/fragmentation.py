@@ -12,14 +12,6 @@ from typing import Annotated, cast
 
 import typer
 
-from perfkit.analysis.frag_types import Arrivals
-from perfkit.analysis.fragmentation import (
-    Budget,
-    FragConfig,
-    kv_budget,
-    simulate,
-    weight_bytes,
-)
 from perfkit.cli.common import (
     ModelOpt,
     ProfileOpt,
@@ -29,11 +21,19 @@ from perfkit.cli.common import (
     resolve_profile,
     user_errors,
 )
+from perfkit.config.presets import GPU_MEMORY
+from perfkit.config.schema import Profile
+from perfkit.config.units import format_bytes
 from perfkit.errors import PerfkitError
-from perfkit.presets import GPU_MEMORY
-from perfkit.report.fragmentation import render, to_dict, write_json
-from perfkit.schema import Profile
-from perfkit.units import format_bytes
+from perfkit.fragmentation.policies import (
+    Budget,
+    FragConfig,
+    kv_budget,
+    simulate,
+    weight_bytes,
+)
+from perfkit.fragmentation.render import render, to_dict, write_json
+from perfkit.fragmentation.types import Arrivals
 
 SIMULATE_REQUESTS = 10_000  # default --requests for --simulate: long enough to average
 MAX_BLOCK_SIZE = 1024  # as engine.block_size
@@ -69,7 +69,7 @@ def _check(simulate_: bool, live_: bool, requests: int | None, step_ms: float,
 def _live_profile(profile: Profile, budget: Budget, explicit: bool) -> Profile:
     """The engine's profile: its pool is the budget when one was given. Refused when the
     weights and KV tensors would not fit in half the memory the device has free."""
-    from perfkit.analysis.frag_live import available_bytes
+    from perfkit.fragmentation.live import available_bytes
 
     room, where = available_bytes(profile)
     weights = weight_bytes(profile.model)
@@ -127,7 +127,7 @@ def fragmentation(
     report = simulate(prof, budget, cfg)  # before the engine starts threads: it may fork
     live_report = None
     if live_prof is not None:
-        from perfkit.analysis.frag_live import live
+        from perfkit.fragmentation.live import live
 
         live_report = live(live_prof, num, cfg.arrivals, cfg.step_s)
     console.print(render(report, live_report))

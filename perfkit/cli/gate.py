@@ -14,9 +14,9 @@ import typer
 from rich.console import Console
 from rich.text import Text
 
-from perfkit.analysis.gate import GateResult, evaluate
 from perfkit.cli.common import console, err_console, user_errors
-from perfkit.report import gate as render
+from perfkit.gate import render
+from perfkit.gate.compare import GateResult, evaluate
 from perfkit.sweep.result import atomic_write_text, load_result
 
 

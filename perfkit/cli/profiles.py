@@ -7,9 +7,9 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from perfkit import tomlout
 from perfkit.cli.common import ModelOpt, SetOpt, console, resolve_profile, user_errors
-from perfkit.profile import builtin_names, describe, profile_dict
+from perfkit.config import toml_out as tomlout
+from perfkit.config.profile import builtin_names, describe, profile_dict
 
 app = typer.Typer(help="List built-in profiles or show one fully resolved.", no_args_is_help=False)
 

@@ -17,9 +17,9 @@ import typer
 
 from perfkit.cli.common import console, err_console, user_errors
 from perfkit.errors import PerfkitError
-from perfkit.measure.stacks import SAMPLERS, StackRecording, output_paths
-from perfkit.measure.stacks_external import check_pid, record_command, record_pid
-from perfkit.report.stacks_summary import summary_renderable
+from perfkit.stacks.external import check_pid, record_command, record_pid
+from perfkit.stacks.record import SAMPLERS, StackRecording, output_paths
+from perfkit.stacks.summary import summary_renderable
 
 DEFAULT_DURATION_S = 10.0
 

@@ -15,7 +15,6 @@ from typing import Annotated, Any, Literal
 import typer
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-from perfkit.analysis.findings import find_all
 from perfkit.cli.common import (
     ProfileOpt,
     SetOpt,
@@ -25,19 +24,20 @@ from perfkit.cli.common import (
     resolve_profile,
     user_errors,
 )
+from perfkit.config.profile import profile_dict, profile_sha256
+from perfkit.config.schema import Profile
 from perfkit.engine.engine import Engine
 from perfkit.errors import PerfkitError
 from perfkit.measure.envinfo import collect
-from perfkit.measure.stacks import record_level
-from perfkit.measure.torch_kernels import cuda_kernel_profile
-from perfkit.profile import profile_dict, profile_sha256
 from perfkit.records import RequestRecord
 from perfkit.remote.driver import run_remote_level
 from perfkit.remote.target import RemoteOptions, check_remote_flags, connect, remote_header
 from perfkit.report import sweep as render
 from perfkit.report.html import write_report
-from perfkit.report.stacks_summary import kernels_renderable, summary_renderable
-from perfkit.schema import Profile
+from perfkit.stacks.record import record_level
+from perfkit.stacks.summary import kernels_renderable, summary_renderable
+from perfkit.stacks.torch_kernels import cuda_kernel_profile
+from perfkit.summary.findings import find_all
 from perfkit.sweep.load import OnRecord
 from perfkit.sweep.result import ResultWriter, atomic_write_text, dumps, knee_of
 from perfkit.sweep.runner import Level, SweepPlan, plan_from_profile, run_level, schedule

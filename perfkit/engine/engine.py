@@ -15,18 +15,18 @@ from dataclasses import dataclass, field
 
 import torch
 
-from perfkit.engine.attention import AttentionMetadata, PagedAttention
+from perfkit.config.profile import pool_blocks
+from perfkit.config.schema import Profile
 from perfkit.engine.blocks import BlockPool
-from perfkit.engine.guard import Guard, GuardCounts, count_finish
-from perfkit.engine.kv_cache import KVCache
-from perfkit.engine.model import TORCH_DTYPES, SyntheticModel
+from perfkit.engine.guard.dfa import compile_dfa
+from perfkit.engine.guard.grammar import Vocabulary
+from perfkit.engine.guard.guard import Guard, GuardCounts, count_finish
+from perfkit.engine.layers.attention import AttentionMetadata, PagedAttention
+from perfkit.engine.layers.kv_cache import KVCache
+from perfkit.engine.layers.model import TORCH_DTYPES, SyntheticModel
 from perfkit.engine.scheduler import Scheduler, SchedulerConfig, SchedulerOutput
 from perfkit.engine.sequence import Sequence
-from perfkit.engine.toolcall_dfa import compile_dfa
-from perfkit.engine.toolcall_grammar import Vocabulary
 from perfkit.errors import PerfkitError
-from perfkit.profile import pool_blocks
-from perfkit.schema import Profile
 from perfkit.workload import RequestSpec
 
 

@@ -14,13 +14,13 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from perfkit.config.schema import Profile
 from perfkit.measure.samplers import LevelMeasurements, LevelSamplers
 from perfkit.records import RequestRecord
 from perfkit.remote.client import RemoteServe, Target, open_session
 from perfkit.remote.level import remote_level_result
 from perfkit.remote.overhead import ClientOverhead, OverheadMeter
 from perfkit.remote.scrape import Scraper, ServerMetrics
-from perfkit.schema import Profile
 from perfkit.sweep.load import OnRecord
 from perfkit.sweep.runner import Level, SweepPlan, drive, level_specs
 from perfkit.workload import RequestSpec

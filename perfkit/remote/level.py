@@ -21,8 +21,8 @@ from __future__ import annotations
 from collections import Counter
 from typing import TYPE_CHECKING, Any
 
+from perfkit.config.schema import SloConfig
 from perfkit.remote.scrape import ServerMetrics
-from perfkit.schema import SloConfig
 from perfkit.sweep.level import measured_sections, request_sample
 
 if TYPE_CHECKING:

@@ -16,7 +16,7 @@ import time
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from perfkit.analysis.latency import distribution
+from perfkit.summary.latency import distribution
 
 LAG_INTERVAL_S = 0.01
 

@@ -15,10 +15,10 @@ from urllib.parse import urlsplit
 
 import aiohttp
 
+from perfkit.config.schema import Profile
 from perfkit.errors import PerfkitError
 from perfkit.remote.client import Target, error_kind
 from perfkit.remote.driver import RemoteSweep
-from perfkit.schema import Profile
 from perfkit.sweep.runner import SweepPlan
 
 DEFAULT_TIMEOUT_S = 60.0

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from perfkit.errors import PerfkitError
-from perfkit.report.fragmentation import SCHEMA as FRAG_SCHEMA
+from perfkit.fragmentation.render import SCHEMA as FRAG_SCHEMA
 from perfkit.sweep.result import SCHEMA as SWEEP_SCHEMA
 
 Kind = Literal["sweep", "fragmentation"]

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from perfkit.analysis.frag_types import KINDS
+from perfkit.fragmentation.types import KINDS
 from perfkit.report.chart_axes import Axis
 from perfkit.report.chart_bars import Stack, stacked_bars
 from perfkit.report.charts import Chart, Series, line_chart, tint

@@ -10,7 +10,7 @@ from __future__ import annotations
 from aiohttp import web
 
 from perfkit.engine.async_engine import RequestStream
-from perfkit.engine.toolcall_grammar import Vocabulary
+from perfkit.engine.guard.grammar import Vocabulary
 from perfkit.serve.protocol import ApiError, GenerateRequest
 from perfkit.serve.responses import DONE, ResponseHead, Usage, chunk, usage_chunk, whole
 from perfkit.serve.state import ServerState, finish_reason

@@ -20,9 +20,9 @@ from dataclasses import dataclass
 
 from aiohttp import web
 
+from perfkit.config.schema import Profile
 from perfkit.engine.engine import Engine
 from perfkit.errors import PerfkitError
-from perfkit.schema import Profile
 from perfkit.serve.app import build_app
 from perfkit.serve.protocol import ModelInfo
 from perfkit.serve.state import ServerState, default_quota

@@ -15,7 +15,7 @@ import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 
-from perfkit.profile import Overrides, load_profile
+from perfkit.config.profile import Overrides, load_profile
 from perfkit.serve.lifecycle import ServeOptions, Server, bind
 
 START_TIMEOUT_S = 120.0

@@ -22,7 +22,7 @@ import hashlib
 import re
 from collections.abc import Iterable
 
-from perfkit.engine.toolcall_grammar import Vocabulary
+from perfkit.engine.guard.grammar import Vocabulary
 
 _WORD_ID = re.compile(r"t([1-9][0-9]*)")
 

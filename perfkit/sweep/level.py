@@ -18,12 +18,12 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
-from perfkit.analysis.latency import goodput, level_counts, level_latency, throughput
+from perfkit.config.schema import SloConfig
 from perfkit.engine.blocks import PoolCounters
 from perfkit.engine.engine import EngineStats, KvSample
 from perfkit.measure.samplers import LevelMeasurements
 from perfkit.records import RequestRecord
-from perfkit.schema import SloConfig
+from perfkit.summary.latency import goodput, level_counts, level_latency, throughput
 
 MAX_TIMELINE_POINTS = 200
 

@@ -13,8 +13,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from perfkit.analysis.knee import LevelPoint, find_knee
 from perfkit.errors import PerfkitError
+from perfkit.summary.knee import LevelPoint, find_knee
 
 SCHEMA = "perfkit.sweep/1"
 

@@ -8,11 +8,11 @@ import time
 from dataclasses import dataclass, replace
 from typing import Any
 
+from perfkit.config.schema import Profile
 from perfkit.engine.async_engine import AsyncEngine
 from perfkit.engine.engine import Engine
 from perfkit.measure.samplers import LevelSamplers
 from perfkit.records import RequestRecord
-from perfkit.schema import Profile
 from perfkit.sweep.level import LevelRun, level_result
 from perfkit.sweep.load import EngineServe, OnRecord, OnWarm, Serve, closed_loop, open_loop
 from perfkit.workload import RequestSpec, arrival_times, generate

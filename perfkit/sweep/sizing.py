@@ -5,13 +5,13 @@ from __future__ import annotations
 import psutil
 import torch
 
+from perfkit.config.presets import DTYPE_BYTES
+from perfkit.config.profile import pool_blocks
+from perfkit.config.schema import Profile
+from perfkit.config.units import format_bytes
 from perfkit.engine.engine import resolve_device
-from perfkit.engine.model import num_parameters
+from perfkit.engine.layers.model import num_parameters
 from perfkit.errors import PerfkitError
-from perfkit.presets import DTYPE_BYTES
-from perfkit.profile import pool_blocks
-from perfkit.schema import Profile
-from perfkit.units import format_bytes
 
 HEADROOM = 0.8  # use at most this share of the free memory
 

@@ -106,7 +106,7 @@ def test_live_refuses_a_budget_it_cannot_allocate(frag):
 
 
 def test_bar_is_fixed_width_and_drops_slivers():
-    from perfkit.report.fragmentation import bar
+    from perfkit.fragmentation.render import bar
 
     shares = {"used": 0.213, "reserved": 0.006, "internal": 0.0, "external": 0.0, "free": 0.781}
     assert bar(shares, 16).plain == "███" + "·" * 13

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 _spec = importlib.util.spec_from_file_location(
-    "gate_docs", Path(__file__).parents[1] / "analysis" / "gate_docs.py")
+    "gate_docs", Path(__file__).parents[1] / "gate" / "gate_docs.py")
 assert _spec is not None and _spec.loader is not None
 gate_docs = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(gate_docs)

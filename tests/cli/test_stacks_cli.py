@@ -8,9 +8,9 @@ import time
 import pytest
 
 from perfkit.cli.stacks import default_name
-from perfkit.measure import stacks_external
-from perfkit.measure.stacks import stacks_status
-from perfkit.report.folded import read_folded
+from perfkit.stacks import external as stacks_external
+from perfkit.stacks.folded import read_folded
+from perfkit.stacks.record import stacks_status
 
 FLAMEGRAPH_LINE = re.compile(r"^(.*)\s+(\d+)$")
 PYSPY_OK, PYSPY_WHY = stacks_status()

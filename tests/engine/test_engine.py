@@ -8,9 +8,9 @@ import asyncio
 import pytest
 import torch
 
+from perfkit.config.profile import Overrides, load_profile
 from perfkit.engine.async_engine import AsyncEngine
 from perfkit.engine.engine import Engine
-from perfkit.profile import Overrides, load_profile
 from perfkit.workload import RequestSpec, generate
 
 DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])

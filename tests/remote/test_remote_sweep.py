@@ -104,8 +104,8 @@ def remote_level(**client):
 
 
 def test_remote_findings_fire_on_crafted_levels():
-    from perfkit.analysis.findings import find_all
-    from perfkit.profile import Overrides, load_profile
+    from perfkit.config.profile import Overrides, load_profile
+    from perfkit.summary.findings import find_all
 
     prof = load_profile("default", Overrides())
 

@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from perfkit.report.fragmentation import SCHEMA as FRAG_SCHEMA
+from perfkit.fragmentation.render import SCHEMA as FRAG_SCHEMA
 from perfkit.sweep.result import SCHEMA as SWEEP_SCHEMA
 
 KINDS = ("used", "reserved", "internal", "external", "free")

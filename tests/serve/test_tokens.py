@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 
-from perfkit.engine.toolcall_grammar import Vocabulary
+from perfkit.engine.guard.grammar import Vocabulary
 from perfkit.serve.tokens import chat_text, render_token, tokenize, word_id
 
 

@@ -1,1 +1,0 @@
-"""Pure functions over recorded requests: latency distributions, throughput, goodput, knee."""

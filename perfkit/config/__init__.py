@@ -1,0 +1,1 @@
+"""Profiles: schema, presets, units, typed decoding, TOML writing."""

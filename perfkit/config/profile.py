@@ -1,0 +1,205 @@
+"""Load profiles: by name or path, `extends`, model presets, `--set` overrides.
+
+A profile is TOML -> dict (deep-merged over what it extends) -> overrides ->
+model preset expanded -> `schema.Profile`, validated field by field. Every
+failure is a `ProfileError` naming the file and the field.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from perfkit.config.presets import MODEL_PRESETS
+from perfkit.config.schema import Profile
+from perfkit.config.typed import FieldError, build, to_dict, unknown_key_message
+from perfkit.errors import PerfkitError
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+
+class ProfileError(PerfkitError):
+    """A profile (file, name or override) is wrong; the message names where."""
+
+
+def builtin_dir() -> Path:
+    """Profiles ship inside the wheel (perfkit/profiles); a checkout keeps them at the top."""
+    package = Path(__file__).resolve().parents[1]  # perfkit/
+    packaged = package / "profiles"
+    return packaged if packaged.is_dir() else package.parent / "profiles"
+
+
+def builtin_names() -> list[str]:
+    return sorted(p.stem for p in builtin_dir().glob("*.toml"))
+
+
+def _locate(ref: str, base: Path | None = None) -> Path:
+    """A built-in name, or a path (relative to `base` for `extends`)."""
+    candidate = Path(ref)
+    if base is not None and not candidate.is_absolute():
+        candidate = base / candidate
+    if candidate.suffix == ".toml" or "/" in ref or candidate.exists():
+        if candidate.is_file():
+            return candidate
+        raise ProfileError(f"profile file {str(candidate)!r} does not exist")
+    named = builtin_dir() / f"{ref}.toml"
+    if named.is_file():
+        return named
+    raise ProfileError(
+        f"no built-in profile named {ref!r} (built-in: {', '.join(builtin_names())}); "
+        "pass a name or a path to a .toml file"
+    )
+
+
+def _read_toml(path: Path) -> dict[str, Any]:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as err:
+        raise ProfileError(f"profile {str(path)!r}: cannot read it ({err})") from None
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as err:
+        raise ProfileError(f"profile {str(path)!r}: TOML syntax error: {err}") from None
+
+
+def deep_merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+    """Tables merge key by key; any other value in `over` replaces the base value."""
+    out = dict(base)
+    for key, value in over.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = deep_merge(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+def _raw_profile(path: Path, seen: tuple[Path, ...] = ()) -> dict[str, Any]:
+    """The file's dict merged over everything it `extends` (cycles rejected)."""
+    resolved = path.resolve()
+    if resolved in seen:
+        chain = " -> ".join(str(p.name) for p in (*seen, resolved))
+        raise ProfileError(f"profile {str(path)!r}: `extends` forms a cycle ({chain})")
+    data = _read_toml(path)
+    parent = data.pop("extends", None)
+    if parent is None:
+        return data
+    if not isinstance(parent, str):
+        raise ProfileError(f"profile {str(path)!r}: extends: expected a profile name or path")
+    base = _raw_profile(_locate(parent, path.parent), (*seen, resolved))
+    base.pop("name", None)
+    base.pop("description", None)
+    return deep_merge(base, data)
+
+
+def parse_override(text: str) -> tuple[list[str], Any]:
+    """'engine.block_size=32' -> (['engine', 'block_size'], 32). Values are TOML, else strings."""
+    key, sep, raw = text.partition("=")
+    keys = [k.strip() for k in key.split(".")]
+    if not sep or len(keys) < 2 or not all(keys):
+        raise ProfileError(
+            f"--set {text!r}: expected SECTION.KEY=VALUE, e.g. --set engine.block_size=32"
+        )
+    try:
+        value = tomllib.loads(f"v = {raw.strip()}")["v"]
+    except tomllib.TOMLDecodeError:
+        value = raw.strip()
+    return keys, value
+
+
+def _apply(data: dict[str, Any], keys: list[str], value: Any) -> None:
+    node = data
+    for key in keys[:-1]:
+        child = node.get(key)
+        if not isinstance(child, dict):
+            child = {}
+            node[key] = child
+        node = child
+    node[keys[-1]] = value
+
+
+def _expand_model(data: dict[str, Any], source: str) -> None:
+    """Fill the model section from its preset; explicit numbers override the preset."""
+    model = data.get("model")
+    if model is None:
+        model = data["model"] = {"preset": "tiny"}
+    if not isinstance(model, dict):
+        raise ProfileError(f"{source}: model: expected a table")
+    preset = model.get("preset")
+    if preset is None:
+        return
+    if not isinstance(preset, str):
+        raise ProfileError(f"{source}: model.preset: expected a preset name (a string), "
+                           f"got {preset!r}")
+    if preset not in MODEL_PRESETS:
+        hint = unknown_key_message(str(preset), list(MODEL_PRESETS)).replace("key", "preset")
+        raise ProfileError(f"{source}: model.preset: {hint}")
+    data["model"] = {**MODEL_PRESETS[preset], **model}
+
+
+@dataclass(frozen=True)
+class Overrides:
+    model: str | None = None  # --model PRESET: replaces the model section
+    sets: tuple[str, ...] = ()  # --set SECTION.KEY=VALUE, in order
+
+
+def load_profile(ref: str, overrides: Overrides = Overrides()) -> Profile:
+    """Resolve `ref` (name or path) with overrides into a validated Profile."""
+    path = _locate(ref)
+    data = _raw_profile(path)
+    data.setdefault("name", path.stem)
+    if overrides.model is not None:
+        data["model"] = {"preset": overrides.model}
+    set_paths = []
+    for text in overrides.sets:
+        keys, value = parse_override(text)
+        _apply(data, keys, value)
+        set_paths.append(".".join(keys))
+    source = f"profile {str(path)!r}"
+    _expand_model(data, "--model" if overrides.model else source)
+    try:
+        return build(Profile, data)
+    except FieldError as err:
+        from_set = any(err.path == p or err.path.startswith(p + ".") for p in set_paths)
+        where = f"--set {err.path}" if from_set else f"{source}: {err.path}"
+        raise ProfileError(f"{where}: {err.detail}") from None
+
+
+def profile_dict(profile: Profile) -> dict[str, Any]:
+    out: dict[str, Any] = to_dict(profile)
+    return out
+
+
+def profile_sha256(profile: Profile) -> str:
+    """Stable digest of the resolved profile: results with different digests don't compare."""
+    canonical = json.dumps(profile_dict(profile), sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def describe(ref: str) -> str:
+    """The one-line description of a profile file (without validating all of it)."""
+    return str(_raw_profile(_locate(ref)).get("description", "")).strip()
+
+
+def pool_blocks(profile: Profile) -> int:
+    """Blocks in the KV pool: from engine.kv_memory when set, else engine.num_blocks.
+
+    A block holds block_size tokens of K and V for every layer.
+    """
+    from perfkit.config.units import parse_size
+
+    eng = profile.engine
+    if eng.kv_memory is not None:
+        per_block = profile.model.kv_bytes_per_token * eng.block_size
+        return max(1, parse_size(eng.kv_memory, "engine.kv_memory") // per_block)
+    if eng.num_blocks is not None:
+        return eng.num_blocks
+    # Neither set: enough for max_num_seqs sequences of max_model_len.
+    per_seq = -(-eng.max_model_len // eng.block_size)
+    return per_seq * eng.max_num_seqs

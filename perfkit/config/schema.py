@@ -1,0 +1,242 @@
+"""The profile schema: typed sections that check themselves on construction.
+
+Every field has a default, so a profile file states only what differs.
+Ranges are checked in `check()`; unknown keys are rejected by `perfkit.config.typed.build`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+from perfkit.config.presets import DTYPE_BYTES
+from perfkit.config.typed import FieldError
+
+Dtype = Literal["float32", "float16", "bfloat16"]
+
+
+def _positive(name: str, value: float | None, allow_zero: bool = False) -> None:
+    if value is None:
+        return
+    if value < 0 or (value == 0 and not allow_zero):
+        raise FieldError(name, f"must be {'>= 0' if allow_zero else '> 0'}, got {value}")
+
+
+def _share(name: str, value: float) -> None:
+    if not 0.0 <= value <= 1.0:
+        raise FieldError(name, f"must be a share between 0 and 1, got {value}")
+
+
+@dataclass
+class ModelConfig:
+    """Real shapes of a decoder-only model; `preset` names where they came from."""
+
+    num_layers: int
+    hidden_size: int
+    num_heads: int
+    num_kv_heads: int
+    head_dim: int
+    intermediate_size: int
+    vocab_size: int
+    dtype: Dtype = "float32"
+    preset: str | None = None
+    rope_theta: float = 10000.0
+
+    def check(self) -> None:
+        for name in ("num_layers", "hidden_size", "num_heads", "num_kv_heads", "head_dim",
+                     "intermediate_size", "vocab_size"):
+            _positive(name, getattr(self, name))
+        if self.num_heads % self.num_kv_heads:
+            raise FieldError(
+                "num_kv_heads",
+                f"must divide num_heads ({self.num_heads}), got {self.num_kv_heads}",
+            )
+        if self.vocab_size < 64:
+            raise FieldError("vocab_size", f"must be >= 64, got {self.vocab_size}")
+
+    @property
+    def kv_bytes_per_token(self) -> int:
+        """K and V for every layer: 2 * layers * kv_heads * head_dim * dtype bytes."""
+        return 2 * self.num_layers * self.num_kv_heads * self.head_dim * DTYPE_BYTES[self.dtype]
+
+
+@dataclass
+class EngineConfig:
+    block_size: int = 16
+    num_blocks: int | None = None  # pool size in blocks (used when kv_memory is unset)
+    kv_memory: str | None = None  # e.g. "12GiB": KV budget; wins over num_blocks when set
+    max_num_seqs: int = 64  # batch cap: running sequences per step
+    max_num_batched_tokens: int = 512  # token budget per step (prefill chunks + decodes)
+    max_model_len: int = 1024  # prompt + output tokens of one request
+    max_waiting: int = 4096  # waiting-queue cap; arrivals beyond it are rejected
+    prefix_caching: bool = True
+    device: Literal["auto", "cpu", "cuda"] = "auto"
+    attention_backend: Literal["auto", "gather", "flex"] = "auto"
+    sampling: Literal["greedy", "random"] = "greedy"
+    seed: int = 0  # model weights and sampling
+    cpu_threads: int = 0  # torch intra-op threads on CPU; 0 = torch's default (all cores)
+    guard: bool = True  # tool-call FSM mask + loop detection (engine/guard.py)
+    guard_loop_ngram: int = 0  # longest repeated cycle (tokens) looked for; 0 = loops off
+    guard_loop_repeats: int = 4  # copies of the cycle that end a request with "loop"
+
+    def check(self) -> None:
+        _positive("cpu_threads", self.cpu_threads, allow_zero=True)
+        _positive("guard_loop_ngram", self.guard_loop_ngram, allow_zero=True)
+        if self.guard_loop_repeats < 2:
+            raise FieldError("guard_loop_repeats", f"must be >= 2, got {self.guard_loop_repeats}")
+        if not 1 <= self.block_size <= 1024:
+            raise FieldError("block_size", f"must be between 1 and 1024, got {self.block_size}")
+        for name in ("num_blocks", "max_num_seqs", "max_num_batched_tokens", "max_model_len",
+                     "max_waiting"):
+            _positive(name, getattr(self, name))
+        if self.kv_memory is not None:
+            from perfkit.config.units import parse_size
+
+            try:
+                parse_size(self.kv_memory)
+            except ValueError as err:
+                raise FieldError("kv_memory", str(err).split(": ", 1)[-1]) from None
+
+
+@dataclass
+class LengthDist:
+    """Token-length distribution, clipped to [min, max]."""
+
+    kind: Literal["fixed", "uniform", "normal", "lognormal"] = "fixed"
+    mean: float = 64.0  # fixed value, or the mean of normal/lognormal
+    std: float = 0.0  # normal/lognormal spread (of the lengths, not of their log)
+    min: int = 1
+    max: int = 1 << 20
+
+    def check(self) -> None:
+        _positive("mean", self.mean)
+        _positive("std", self.std, allow_zero=True)
+        _positive("min", self.min)
+        if self.max < self.min:
+            raise FieldError("max", f"must be >= min ({self.min}), got {self.max}")
+        if self.kind == "uniform" and self.max == 1 << 20:
+            raise FieldError("max", "a uniform distribution needs an explicit max")
+
+
+@dataclass
+class SharedPrefix:
+    """`groups` system prompts of `length` tokens; `share` of requests start with one."""
+
+    groups: int = 0
+    length: int = 0
+    share: float = 0.0
+
+    def check(self) -> None:
+        _positive("groups", self.groups, allow_zero=True)
+        _positive("length", self.length, allow_zero=True)
+        _share("share", self.share)
+
+
+@dataclass
+class PriorityClass:
+    priority: int = 0  # lower runs first
+    weight: float = 1.0
+
+    def check(self) -> None:
+        _positive("weight", self.weight)
+
+
+@dataclass
+class Arrival:
+    kind: Literal["closed", "poisson", "burst"] = "closed"
+    rate: float = 0.0  # requests per second (poisson, burst); 0 = all at once
+    burst_size: int = 8  # burst: requests per burst
+
+    def check(self) -> None:
+        _positive("rate", self.rate, allow_zero=True)
+        _positive("burst_size", self.burst_size)
+
+
+@dataclass
+class WorkloadConfig:
+    num_requests: int = 64
+    prompt_len: LengthDist = field(default_factory=lambda: LengthDist(mean=64))
+    output_len: LengthDist = field(default_factory=lambda: LengthDist(mean=32))
+    shared_prefix: SharedPrefix = field(default_factory=SharedPrefix)
+    tool_call_share: float = 0.0
+    priorities: list[PriorityClass] = field(default_factory=list)
+    arrival: Arrival = field(default_factory=Arrival)
+    seed: int = 0
+
+    def check(self) -> None:
+        _positive("num_requests", self.num_requests)
+        _share("tool_call_share", self.tool_call_share)
+
+
+@dataclass
+class SweepConfig:
+    concurrency: list[int] = field(default_factory=lambda: [1, 2, 4, 8])
+    rates: list[float] = field(default_factory=list)  # open-loop levels (req/s)
+    repeats: int = 1
+    warmup: int = 2  # requests per level excluded from every metric
+    nvml_hz: float = 10.0
+
+    def check(self) -> None:
+        if not self.concurrency and not self.rates:
+            raise FieldError("concurrency", "give at least one level (or some rates)")
+        for i, c in enumerate(self.concurrency):
+            _positive(f"concurrency[{i}]", c)
+        for i, r in enumerate(self.rates):
+            _positive(f"rates[{i}]", r)
+        _positive("repeats", self.repeats)
+        _positive("warmup", self.warmup, allow_zero=True)
+        if not 0 < self.nvml_hz <= 20:
+            raise FieldError("nvml_hz", f"must be in (0, 20] Hz, got {self.nvml_hz}")
+
+
+@dataclass
+class SloConfig:
+    """Targets for goodput: a request is good when it meets every set target."""
+
+    ttft_s: float | None = 1.0
+    tpot_s: float | None = 0.2
+    e2e_s: float | None = None
+
+    def check(self) -> None:
+        for name in ("ttft_s", "tpot_s", "e2e_s"):
+            _positive(name, getattr(self, name))
+
+
+@dataclass
+class GateRule:
+    """Overrides for one metric's gate rule; a field left unset keeps the metric's default
+    (see `perfkit gate`: e.g. TTFT p99 is lower-is-better within 15%)."""
+
+    direction: Literal["lower", "higher"] | None = None  # which way is better
+    rel_tol: float | None = None  # relative tolerance (0.10 = 10%)
+    abs_tol: float | None = None  # absolute tolerance in the metric's unit
+    required: bool | None = None  # a required metric missing from a result fails
+
+    def check(self) -> None:
+        _positive("rel_tol", self.rel_tol, allow_zero=True)
+        _positive("abs_tol", self.abs_tol, allow_zero=True)
+
+
+@dataclass
+class GateConfig:
+    rules: dict[str, GateRule] = field(default_factory=dict)
+
+
+@dataclass
+class Profile:
+    name: str
+    model: ModelConfig
+    description: str = ""
+    engine: EngineConfig = field(default_factory=EngineConfig)
+    workload: WorkloadConfig = field(default_factory=WorkloadConfig)
+    sweep: SweepConfig = field(default_factory=SweepConfig)
+    slo: SloConfig = field(default_factory=SloConfig)
+    gate: GateConfig = field(default_factory=GateConfig)
+
+    def check(self) -> None:
+        eng, work = self.engine, self.workload
+        if work.shared_prefix.length >= eng.max_model_len:
+            raise FieldError(
+                "workload.shared_prefix.length",
+                f"must be shorter than engine.max_model_len ({eng.max_model_len})",
+            )

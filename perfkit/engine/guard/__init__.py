@@ -1,0 +1,1 @@
+"""Tool-call guard: grammar, DFA mask, loop detection."""

@@ -1,0 +1,1 @@
+"""The engine's tensor math: model, paged attention, KV cache."""

@@ -1,0 +1,198 @@
+"""Paged attention over the block-table KV cache: gather into a preallocated workspace, then SDPA.
+
+One forward call handles a mixed batch (decode sequences and prefill chunks with a cached
+prefix) with GQA: head h reads kv head h // (num_heads // num_kv_heads).
+
+    cache k[layer]  [num_blocks, block_size, kv_heads, head_dim]
+        | index_select(block ids, out=workspace)            (no allocation)
+        v
+    workspace.k     [seqs * blocks, block_size, kv_heads, head_dim]
+        | view [seqs, kv_len, kv_heads, head_dim] -> transpose (no copy)
+        v
+    SDPA keys       [seqs, kv_heads, kv_len, head_dim]
+
+Decode: the G = num_heads // num_kv_heads query heads of a kv head are SDPA's G "queries"
+([seqs, kv_heads, G, head_dim]), so SDPA runs plain multi-head attention with no head
+expansion. Prefill: SDPA with enable_gqa (CPU) or the same grouping (CUDA, keeps the
+mem-efficient kernel usable with a mask), against a view of a bottom-right causal template.
+
+Backends: "gather" (above) is the only one; "auto" picks it on every device. FlexAttention was
+measured and not kept (see PagedAttention).
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+
+from perfkit.engine.layers.kv_cache import KVCache
+from perfkit.engine.layers.metadata import (
+    AttentionMetadata,
+    AttentionPlan,
+    DecodeGroup,
+    PrefillSeq,
+)
+from perfkit.engine.layers.workspace import AttentionWorkspace, make_workspace
+
+__all__ = ["AttentionMetadata", "AttentionPlan", "AttentionWorkspace", "PagedAttention",
+           "dense_reference"]
+
+BACKENDS = ("auto", "gather", "flex")
+FLEX_UNAVAILABLE = (
+    "attention backend 'flex' is not available: FlexAttention over the paged cache, compiled on "
+    "CPU (torch 2.13), measured 2-5x slower than gather+SDPA, needs ~10 s of compile per batch "
+    "shape and failed to compile without full-block indices; use 'gather' or 'auto'"
+)
+
+
+class PagedAttention:
+    """One per model; owns the workspace buffers shared by all layers."""
+
+    def __init__(self, num_heads: int, num_kv_heads: int, head_dim: int, block_size: int,
+                 max_num_seqs: int, max_model_len: int, max_num_batched_tokens: int,
+                 dtype: torch.dtype, device: torch.device | str, backend: str = "auto",
+                 *, workspace: AttentionWorkspace | None = None) -> None:
+        if backend not in BACKENDS:
+            raise ValueError(f"attention backend {backend!r} unknown; choose from {BACKENDS}")
+        if backend == "flex":
+            raise ValueError(FLEX_UNAVAILABLE)
+        if num_heads % num_kv_heads:
+            raise ValueError(f"num_heads={num_heads} is not a multiple of "
+                             f"num_kv_heads={num_kv_heads}")
+        self.backend = "gather"
+        self.num_heads = num_heads
+        self.num_kv_heads = num_kv_heads
+        self.head_dim = head_dim
+        self.group = num_heads // num_kv_heads  # query heads per kv head
+        self.scale = 1.0 / math.sqrt(head_dim)
+        self.device = torch.device(device)
+        self.dtype = dtype
+        self.workspace = workspace or make_workspace(
+            num_heads, num_kv_heads, head_dim, block_size, max_num_seqs, max_model_len,
+            max_num_batched_tokens, dtype, self.device)
+
+    def forward(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, kv: KVCache,
+                layer: int, meta: AttentionMetadata,
+                out: torch.Tensor | None = None) -> torch.Tensor:
+        """q: [T, num_heads, head_dim]; k, v: [T, num_kv_heads, head_dim] (new tokens, RoPE'd).
+        Writes k/v into the cache at meta.slot_mapping, attends over the cache, returns
+        [T, num_heads, head_dim] (into `out` when given; it must be contiguous)."""
+        self._check(q, k, v, meta, out)
+        if not kv.block_size == self.workspace.block_size == meta.block_size:
+            raise ValueError(f"attention: block sizes differ: cache {kv.block_size}, "
+                             f"workspace {self.workspace.block_size}, metadata {meta.block_size}")
+        plan = meta.plan(self.workspace)  # built at layer 0, reused by the others
+        kv.write(layer, meta.slot_mapping, k, v)
+        if out is None:
+            out = torch.empty(q.shape, dtype=q.dtype, device=q.device)
+        k_cache, v_cache = kv.k[layer], kv.v[layer]
+        for group in plan.decode:
+            self._decode(q, k_cache, v_cache, group, out)
+        for seq in plan.prefill:
+            self._prefill(q, k_cache, v_cache, seq, out)
+        return out
+
+    def _check(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+               meta: AttentionMetadata, out: torch.Tensor | None) -> None:
+        t, h, kvh, d = meta.num_tokens, self.num_heads, self.num_kv_heads, self.head_dim
+        if q.shape != (t, h, d) or k.shape != (t, kvh, d) or v.shape != (t, kvh, d):
+            raise ValueError(f"attention: expected q [{t}, {h}, {d}], k/v [{t}, {kvh}, {d}]; "
+                             f"got {tuple(q.shape)}, {tuple(k.shape)}, {tuple(v.shape)}")
+        if q.dtype != self.dtype:
+            raise ValueError(f"attention: q dtype {q.dtype} != workspace dtype {self.dtype}")
+        if out is not None and (out.shape != q.shape or not out.is_contiguous()):
+            raise ValueError(f"attention: out must be contiguous {tuple(q.shape)}")
+
+    def _gather(self, cache: torch.Tensor, buf: torch.Tensor,
+                block_ids: torch.Tensor) -> torch.Tensor:
+        """cache [num_blocks, bs, kvh, d] -> buf[:n] [n, bs, kvh, d] for n = len(block_ids)."""
+        dst = buf[: block_ids.numel()]
+        torch.index_select(cache, 0, block_ids, out=dst)
+        return dst
+
+    def _decode(self, q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
+                g: DecodeGroup, out: torch.Tensor) -> None:
+        ws, kvh, d = self.workspace, self.num_kv_heads, self.head_dim
+        keys = self._gather(k_cache, ws.k, g.block_ids).view(g.num_seqs, -1, kvh, d)
+        vals = self._gather(v_cache, ws.v, g.block_ids).view(g.num_seqs, -1, kvh, d)
+        keys = keys[:, : g.kv_len].transpose(1, 2)  # [g, kvh, kv_len, d]
+        vals = vals[:, : g.kv_len].transpose(1, 2)
+        if g.token_start is not None:
+            rows = q.narrow(0, g.token_start, g.num_seqs)  # [g, h, d]
+        else:
+            rows = torch.index_select(q, 0, g.token_idx, out=ws.q[: g.num_seqs])
+        queries = rows.unflatten(1, (kvh, self.group))  # [g, kvh, G, d]
+        o = F.scaled_dot_product_attention(queries, keys, vals, attn_mask=g.mask,
+                                           scale=self.scale)  # [g, kvh, G, d]
+        o = o.flatten(1, 2)  # [g, h, d]
+        if g.token_start is not None:
+            out.narrow(0, g.token_start, g.num_seqs).copy_(o)
+        else:
+            out.index_copy_(0, g.token_idx, o)
+
+    def _prefill(self, q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
+                 s: PrefillSeq, out: torch.Tensor) -> None:
+        ws, kvh, d = self.workspace, self.num_kv_heads, self.head_dim
+        keys = self._gather(k_cache, ws.k, s.block_ids).view(-1, kvh, d)  # [ctx_pad, kvh, d]
+        vals = self._gather(v_cache, ws.v, s.block_ids).view(-1, kvh, d)
+        prefix = s.seq_len - s.q_len
+        for j0 in range(0, s.q_len, ws.mask_queries):
+            j1 = min(j0 + ws.mask_queries, s.q_len)
+            ctx = prefix + j1  # keys visible to the sub-chunk's last query
+            k_sub = keys[:ctx].transpose(0, 1).unsqueeze(0)  # [1, kvh, ctx, d]
+            v_sub = vals[:ctx].transpose(0, 1).unsqueeze(0)
+            rows = slice(s.token_start + j0, s.token_start + j1)
+            if ws.grouped_prefill:
+                self._prefill_grouped(q[rows], k_sub, v_sub, ctx, out[rows])
+            else:
+                self._prefill_gqa(q[rows], k_sub, v_sub, ctx, out[rows])
+
+    def _mask(self, n: int, ctx: int) -> torch.Tensor:
+        """[n * rep, ctx] bottom-right causal view of the template (no copy)."""
+        ws = self.workspace
+        return ws.causal_mask[(ws.mask_queries - n) * ws.mask_rep:, ws.max_model_len - ctx:]
+
+    def _prefill_gqa(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, ctx: int,
+                     out: torch.Tensor) -> None:
+        """q, out: [n, h, d]; k, v: [1, kvh, ctx, d]."""
+        n = q.shape[0]
+        o = F.scaled_dot_product_attention(
+            q.transpose(0, 1).unsqueeze(0), k, v, attn_mask=self._mask(n, ctx),
+            scale=self.scale, enable_gqa=self.group > 1)  # [1, h, n, d]
+        out.copy_(o[0].transpose(0, 1))
+
+    def _prefill_grouped(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, ctx: int,
+                         out: torch.Tensor) -> None:
+        """Queries regrouped to [1, kvh, n * G, d] (row = query * G + head in group)."""
+        n, kvh, grp, d = q.shape[0], self.num_kv_heads, self.group, self.head_dim
+        regrouped = self.workspace.q.view(-1)[: n * kvh * grp * d].view(kvh, n, grp, d)
+        regrouped.copy_(q.unflatten(1, (kvh, grp)).transpose(0, 1))
+        o = F.scaled_dot_product_attention(
+            regrouped.view(1, kvh, n * grp, d), k, v, attn_mask=self._mask(n, ctx),
+            scale=self.scale)  # [1, kvh, n * G, d]
+        out.unflatten(1, (kvh, grp)).copy_(o.view(kvh, n, grp, d).transpose(0, 1))
+
+
+def dense_reference(q: torch.Tensor, k_ctx: list[torch.Tensor], v_ctx: list[torch.Tensor],
+                    q_lens: list[int]) -> torch.Tensor:
+    """Per-sequence causal attention in float64 over contiguous contexts (tests, benchmark).
+    q: [T, h, d]; k_ctx[i], v_ctx[i]: [seq_len_i, kvh, d]. Returns [T, h, d] in q's dtype."""
+    outs = []
+    start = 0
+    for n, k, v in zip(q_lens, k_ctx, v_ctx, strict=True):
+        qi = q[start:start + n].double()  # [n, h, d]
+        grp = q.shape[1] // k.shape[1]
+        ki = k.double().repeat_interleave(grp, dim=1)  # [ctx, h, d]
+        vi = v.double().repeat_interleave(grp, dim=1)
+        ctx = k.shape[0]
+        scores = torch.einsum("qhd,khd->hqk", qi, ki) / math.sqrt(q.shape[2])  # [h, n, ctx]
+        last_visible = torch.arange(ctx - n, ctx, device=q.device).unsqueeze(1)  # [n, 1]
+        hidden = torch.arange(ctx, device=q.device).unsqueeze(0) > last_visible  # [n, ctx]
+        scores.masked_fill_(hidden, float("-inf"))
+        outs.append(torch.einsum("hqk,khd->qhd", scores.softmax(-1), vi))
+        start += n
+    if not outs:
+        return q.new_empty(q.shape)
+    return torch.cat(outs).to(q.dtype)

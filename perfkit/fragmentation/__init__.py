@@ -1,0 +1,1 @@
+"""The fragmentation tool: trace, policies, replays, live run, rendering."""

@@ -1,0 +1,1 @@
+"""The CI regression gate: rules, inputs, statistics, decisions, rendering."""

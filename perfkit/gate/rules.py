@@ -1,0 +1,210 @@
+"""What the gate compares (the metric catalogue) and the rules it compares them by.
+
+Three kinds of metric, each with its own statistics (see perfkit.gate.compare):
+  timing  a percentile of raw per-request samples, pooled over repeats (seconds)
+  repeat  one noisy value per level and repeat (rates, shares, bytes)
+  count   deterministic for profile + seed (tokens, blocks, preemptions, hits)
+
+Rules come from three layers, later ones winning field by field:
+DEFAULT_RULES <- the baseline profile's [gate.rules] <- a --rules TOML file with
+[rules.METRIC] tables. Every metric name is checked against the catalogue.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from perfkit.config.schema import GateRule
+from perfkit.config.typed import FieldError, build, unknown_key_message
+from perfkit.errors import PerfkitError
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+MetricKind = Literal["timing", "repeat", "count"]
+Level = dict[str, Any]
+
+
+def _dig(*keys: str) -> Callable[[Level], float | None]:
+    """Reader of level[k1][k2]...; None when absent or not a number."""
+
+    def read(level: Level) -> float | None:
+        value: Any = level
+        for key in keys:
+            value = value.get(key) if isinstance(value, dict) else None
+        ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+        return float(value) if ok else None
+
+    return read
+
+
+def _prefix_hits(level: dict[str, Any]) -> Any:
+    """In-process: the pool's block hits; a remote target: the scraped server counter."""
+    if "client" in level:
+        return _dig("server", "prefix_hits")(level)
+    return _dig("counts", "pool_hits")(level)
+
+
+def _when_available(section: str, read: Callable[[Level], float | None]
+                    ) -> Callable[[Level], float | None]:
+    """None unless level[section]['available'] is true (a sampler that did not run)."""
+
+    def read_available(level: Level) -> float | None:
+        part = level.get(section)
+        return read(level) if isinstance(part, dict) and part.get("available") is True else None
+
+    return read_available
+
+
+def _rejected(level: Level) -> float | None:
+    rejected = level.get("counts", {}).get("rejected")
+    return float(sum(rejected.values())) if isinstance(rejected, dict) else None
+
+
+def _kv_waste_slots(level: Level) -> float | None:
+    """Mean token slots held in allocated blocks but holding no token, per engine step."""
+    blocks, slots = _dig("kv", "mean_blocks_used")(level), _dig("kv", "mean_slots_used")(level)
+    size = _dig("kv", "block_size")(level)
+    if blocks is None or slots is None or size is None:
+        return None
+    return blocks * size - slots
+
+
+@dataclass(frozen=True)
+class Metric:
+    name: str
+    kind: MetricKind
+    unit: str  # "s", "tok/s", "req/s", "share", "bytes", or a count's noun
+    help: str
+    sample: str | None = None  # timing: the per-request field in level["requests"]
+    q: float | None = None  # timing: the percentile, 0..100
+    read: Callable[[Level], float | None] | None = None  # repeat, count: one level's value
+    scheduled: bool = False  # count that depends on the batch schedule (noisy on open loop)
+
+
+def _timing(name: str, field: str, q: float, what: str) -> Metric:
+    return Metric(name, "timing", "s", f"p{q:g} {what} over raw samples", sample=field, q=q)
+
+
+METRICS: dict[str, Metric] = {m.name: m for m in [
+    _timing("ttft_p50", "ttft_s", 50, "time to first token"),
+    _timing("ttft_p99", "ttft_s", 99, "time to first token"),
+    _timing("tpot_p50", "tpot_s", 50, "time per output token"),
+    _timing("tpot_p99", "tpot_s", 99, "time per output token"),
+    _timing("e2e_p50", "e2e_s", 50, "end-to-end latency"),
+    _timing("e2e_p99", "e2e_s", 99, "end-to-end latency"),
+    Metric("throughput", "repeat", "tok/s", "output tokens per second",
+           read=_dig("throughput", "output_tokens_per_s")),
+    Metric("goodput", "repeat", "req/s", "requests per second meeting every SLO target",
+           read=_dig("goodput", "good_per_s")),
+    Metric("system_share", "repeat", "share", "share of CPU time spent in the kernel",
+           read=_when_available("cpu", _dig("cpu", "system_share"))),
+    Metric("gpu_peak_bytes", "repeat", "bytes", "peak device memory in use (NVML)",
+           read=_when_available("gpu", _dig("gpu", "peak_used_bytes"))),
+    Metric("output_tokens", "count", "tokens", "output tokens of served requests",
+           read=_dig("counts", "output_tokens")),
+    Metric("prompt_tokens", "count", "tokens", "prompt tokens of served requests",
+           read=_dig("counts", "prompt_tokens")),
+    Metric("cached_tokens", "count", "tokens", "prompt tokens served from the prefix cache",
+           read=_dig("counts", "cached_tokens"), scheduled=True),
+    Metric("rejected", "count", "requests", "requests rejected by admission control",
+           read=_rejected, scheduled=True),
+    Metric("preemptions", "count", "preemptions", "preemptions of served requests",
+           read=_dig("counts", "preemptions"), scheduled=True),
+    Metric("prefix_hits", "count", "blocks", "prefix-cache block lookups that hit",
+           read=_prefix_hits, scheduled=True),
+    Metric("kv_peak_blocks", "count", "blocks", "peak KV blocks in use",
+           read=_dig("kv", "peak_blocks_used"), scheduled=True),
+    Metric("kv_waste_slots", "count", "slots", "mean allocated but empty token slots per step",
+           read=_kv_waste_slots, scheduled=True),
+    Metric("steps", "count", "steps", "engine steps", read=_dig("counts", "steps"),
+           scheduled=True),
+]}
+
+
+def _rule(direction: Literal["lower", "higher"], rel: float | None, abs_: float | None = None,
+          required: bool = True) -> GateRule:
+    return GateRule(direction=direction, rel_tol=rel, abs_tol=abs_, required=required)
+
+
+# Tails are noisier than medians, so p99 gets a wider band. system_share is a share
+# near 0: an absolute band (5 points) means something where a relative one does not.
+DEFAULT_RULES: dict[str, GateRule] = {
+    "ttft_p50": _rule("lower", 0.10), "ttft_p99": _rule("lower", 0.15),
+    "tpot_p50": _rule("lower", 0.10), "tpot_p99": _rule("lower", 0.15),
+    "e2e_p50": _rule("lower", 0.10), "e2e_p99": _rule("lower", 0.15),
+    "throughput": _rule("higher", 0.10), "goodput": _rule("higher", 0.10),
+    "system_share": _rule("lower", None, 0.05),
+    "gpu_peak_bytes": _rule("lower", 0.05, required=False),
+    "output_tokens": _rule("higher", 0.0), "prompt_tokens": _rule("higher", 0.0, required=False),
+    "cached_tokens": _rule("higher", 0.0, required=False), "rejected": _rule("lower", 0.0),
+    "preemptions": _rule("lower", 0.0), "prefix_hits": _rule("higher", 0.0),
+    "kv_peak_blocks": _rule("lower", 0.0), "kv_waste_slots": _rule("lower", 0.0),
+    "steps": _rule("lower", 0.0, required=False),
+}
+
+
+def _merge(rules: dict[str, GateRule], tables: Any, where: str) -> dict[str, GateRule]:
+    """Each table's fields replace those of the rule it names; FieldError on bad input."""
+    if not isinstance(tables, dict):
+        raise FieldError(where, "expected a table of [METRIC] tables")
+    out = dict(rules)
+    for name, table in tables.items():
+        if name not in METRICS:
+            message = unknown_key_message(name, list(METRICS)).replace("key", "metric", 1)
+            raise FieldError(f"{where}.{name}", message)
+        if not isinstance(table, dict):
+            raise FieldError(f"{where}.{name}", "expected a table (direction, rel_tol, ...)")
+        out[name] = build(GateRule, dataclasses.asdict(out[name]) | table, f"{where}.{name}")
+    return out
+
+
+def profile_rules(resolved: dict[str, Any], who: str) -> tuple[dict[str, GateRule], list[str]]:
+    """DEFAULT_RULES with a result's resolved [gate.rules] applied; warnings beside.
+
+    A rule that flips a metric's natural direction gets a warning."""
+    tables = resolved.get("gate", {}).get("rules", {}) if isinstance(resolved, dict) else {}
+    try:
+        rules = _merge(DEFAULT_RULES, tables, "gate.rules")
+    except FieldError as err:
+        raise PerfkitError(f"{who} profile: {err}") from None
+    warnings = [
+        f"{who} profile gate.rules.{name}: direction {rules[name].direction!r} is the "
+        f"opposite of {name}'s natural {DEFAULT_RULES[name].direction!r}; set it explicitly "
+        "if that is not what you meant"
+        for name in tables
+        if rules[name].direction != DEFAULT_RULES[name].direction
+    ]
+    return rules, warnings
+
+
+def read_rules_file(path: Path, rules: dict[str, GateRule]) -> dict[str, GateRule]:
+    """`rules` with a TOML file's [rules.METRIC] tables applied."""
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise PerfkitError(f"--rules {path}: no such file") from None
+    except (OSError, UnicodeDecodeError) as err:
+        raise PerfkitError(f"--rules {path}: cannot read it ({err})") from None
+    except tomllib.TOMLDecodeError as err:
+        raise PerfkitError(f"--rules {path}: TOML syntax error: {err}") from None
+    try:
+        for key in data:
+            if key != "rules":
+                raise FieldError(key, unknown_key_message(key, ["rules"]))
+        return _merge(rules, data.get("rules", {}), "rules")
+    except FieldError as err:
+        raise PerfkitError(f"--rules {path}: {err}") from None
+
+
+def tolerance(rule: GateRule, baseline: float) -> float:
+    """Half-width of the band of accepted change, in the metric's unit: the larger of
+    rel_tol * |baseline| and abs_tol (either may be unset)."""
+    return max((rule.rel_tol or 0.0) * abs(baseline), rule.abs_tol or 0.0)

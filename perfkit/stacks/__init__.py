@@ -1,0 +1,1 @@
+"""Stacks: recording (py-spy, thread sampler, torch profiler), folded, speedscope, SVG, summary."""

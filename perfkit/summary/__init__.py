@@ -1,0 +1,1 @@
+"""Per-level statistics, the knee and findings: pure functions over the result model."""

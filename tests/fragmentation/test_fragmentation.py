@@ -1,0 +1,327 @@
+"""Fragmentation replays: exact waste on hand-computed traces, invariants, and agreement
+of the fast paged replay with the real Scheduler/BlockPool and the Engine."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from perfkit.config.profile import Overrides, load_profile
+from perfkit.errors import PerfkitError
+from perfkit.fragmentation.blocks import block_steps
+from perfkit.fragmentation.contiguous import (
+    FirstFit,
+    reserve_exact,
+    reserve_max,
+    reserve_pow2,
+    simulate_contiguous,
+)
+from perfkit.fragmentation.exact import replay_scheduler
+from perfkit.fragmentation.paged import simulate_paged
+from perfkit.fragmentation.policies import (
+    FragConfig,
+    kv_budget,
+    recommend,
+    simulate,
+    verdict,
+    weight_bytes,
+)
+from perfkit.fragmentation.trace import lengths_trace, specs_trace
+from perfkit.fragmentation.types import Slots, Trace
+from perfkit.workload import RequestSpec, generate
+
+
+def trace(requests: list[tuple[int, int]], mml: int = 8, arrivals: list[int] | None = None,
+          groups: list[int] | None = None, prefix_len: int = 0) -> Trace:
+    """requests: (prompt, max_tokens) each."""
+    n = len(requests)
+    return Trace([p for p, _ in requests], [m for _, m in requests], [0] * n,
+                 groups or [-1] * n, prefix_len, arrivals or [0] * n, mml)
+
+
+def specs_for(tr: Trace, seed: int = 0) -> list[RequestSpec]:
+    """Token prompts for a trace: group prefixes shared, the rest distinct."""
+    rng = random.Random(seed)
+    prefixes = {g: tuple(rng.randrange(2, 1 << 30) for _ in range(tr.prefix_len))
+                for g in set(tr.prefix_group) if g >= 0}
+    specs = []
+    for i in range(tr.num_requests):
+        g = tr.prefix_group[i]
+        head = prefixes[g] if g >= 0 else ()
+        own = tuple(rng.randrange(2, 1 << 30) for _ in range(tr.prompt_len[i] - len(head)))
+        specs.append(RequestSpec(i, head + own, tr.max_tokens[i], tr.priority[i],
+                                 prefix_group=None if g < 0 else g))
+    return specs
+
+
+def profile_for(bs: int, blocks: int, mml: int, seqs: int = 64, caching: bool = False):
+    return load_profile("default", Overrides(sets=(
+        f"engine.block_size={bs}", f"engine.num_blocks={blocks}", f"engine.max_model_len={mml}",
+        f"engine.max_num_seqs={seqs}", f"engine.prefix_caching={str(caching).lower()}",
+        "engine.max_num_batched_tokens=100000")))
+
+
+# -- first fit ---------------------------------------------------------------------------
+def test_first_fit_places_lowest_hole_and_merges():
+    space = FirstFit(10)
+    assert [space.allocate(3), space.allocate(4), space.allocate(2)] == [0, 3, 7]
+    space.free(3, 4)
+    assert (space.starts, space.lens) == ([3, 9], [4, 1])
+    assert space.allocate(1) == 3  # first fit (best fit would take the 1-slot hole at 9)
+    assert space.unusable(4) == (4, 3)  # (slots in holes < 4, largest hole)
+    assert space.allocate(5) is None
+    for start, n in ((0, 3), (7, 2), (3, 1)):  # the last free merges both sides
+        space.free(start, n)
+    assert (space.starts, space.lens) == ([0], [10])
+
+
+# -- contiguous policies, hand-computed -------------------------------------------------
+# R0 (P3, M2, kv 4), R1 (P2, M4, kv 5), R2 (P3, M3, kv 5) on a 10-slot pool.
+HAND = [(3, 2), (2, 4), (3, 3)]
+
+
+def test_oracle_exact_waste_and_external_fragmentation():
+    r = simulate_contiguous(trace(HAND), 10, reserve_exact, 64, "oracle")
+    # step 0: R0 [0,4), R1 [4,9); R2 needs 5 but only [9,10) is free (external 1).
+    # step 1: R0 ends; holes 4 + 1 both < 5: 5 slots free but unusable.
+    assert r.num_steps == 7
+    assert r.totals == Slots(used=19, reserved=10, internal=0, external=11, free=30)
+    assert r.peak == Slots(5, 4, 0, 1, 0) and r.peak_step == 0
+    assert r.free_gap_sum == pytest.approx(0.2 + 0.2)  # steps 1-2: 1 - 4/5
+    assert (r.peak_sequences, r.num_queued_for_memory, r.num_finished) == (2, 1, 3)
+
+
+def test_reserve_max_exact_waste():
+    r = simulate_contiguous(trace(HAND), 10, reserve_max, 64, "reserve-max")
+    assert r.num_steps == 9  # one request at a time: 8 slots each in a 10-slot pool
+    assert r.totals == Slots(used=19, reserved=10, internal=19, external=8, free=34)
+    assert r.peak == Slots(3, 1, 4, 2, 0)
+
+
+def test_pow2_exact_waste():
+    r = simulate_contiguous(trace(HAND), 10, reserve_pow2, 64, "pow2")
+    assert r.totals == Slots(used=19, reserved=10, internal=15, external=12, free=34)
+    assert reserve_pow2(5, 8) == 8 and reserve_pow2(4, 8) == 4 and reserve_pow2(700, 512) == 512
+
+
+def test_contiguous_rejects_what_can_never_fit():
+    r = simulate_contiguous(trace([(8, 1), (3, 2), (2, 9)], mml=8), 6, reserve_max, 64, "m")
+    assert r.num_rejected == 3  # prompt >= max_model_len; reservations of 8 > 6 slots
+
+
+# -- paged, hand-computed -----------------------------------------------------------------
+def test_paged_exact_waste_with_internal_tail():
+    # bs 4, 4 blocks. R0 (P5, M3, kv 7): 2 blocks, 1 slot never used. R1 (P4, M6, kv 9):
+    # 3 blocks at the end, 3 never used. R2 (P9, M2) needs 3 blocks and waits until step 6.
+    tr = trace([(5, 3), (4, 6), (9, 2)], mml=16)
+    r = simulate_paged(tr, 4, 4, 64, timeline=True)
+    assert r.num_steps == 8
+    assert r.totals == Slots(used=50, reserved=10, internal=4, external=0, free=64)
+    assert r.peak == Slots(11, 4, 1, 0, 0) and r.peak_step == 1
+    assert r.timeline == [(3, 9), (4, 11), (2, 6), (2, 7), (2, 8), (0, 0), (3, 9), (0, 0)]
+    assert (r.num_queued_for_memory, r.num_preempted, r.peak_sequences) == (1, 0, 2)
+
+
+def test_paged_preemption_recomputes_newest():
+    # bs 2, 3 blocks: at step 1 both need a block, one is free: R1 (newest) is preempted
+    # and comes back at step 4 with prompt + 1 generated token (2 blocks).
+    tr = trace([(2, 4), (2, 3)], mml=8)
+    r = simulate_paged(tr, 3, 2, 64, timeline=True)
+    assert r.num_preempted == 1
+    assert r.timeline == [(2, 4), (2, 3), (2, 4), (0, 0), (2, 3), (0, 0)]
+    assert r.totals == Slots(used=14, reserved=2, internal=0, external=0, free=20)
+
+
+def test_paged_prefix_sharing_saves_blocks():
+    # bs 2, 4-token prefix = 2 shared blocks. R0 computes it at step 0; R1 arrives at
+    # step 1 and shares it (needs 1 own block instead of 3).
+    tr = trace([(5, 3), (5, 3)], mml=16, arrivals=[0, 1], groups=[0, 0], prefix_len=4)
+    r = simulate_paged(tr, 8, 2, 64, prefix_caching=True, timeline=True)
+    assert r.timeline == [(3, 5), (4, 7), (3, 6), (0, 0)]
+    assert r.totals == Slots(used=18, reserved=2, internal=0, external=0, free=44)
+    assert (r.saved_block_steps, r.peak_saved_blocks) == (2, 2)
+    plain = simulate_paged(tr, 8, 2, 64, prefix_caching=False)
+    assert plain.saved_block_steps == 0 and plain.totals.free < r.totals.free
+
+
+@pytest.mark.parametrize("case", ["internal", "preempt", "prefix"])
+def test_hand_traces_match_the_real_scheduler(case):
+    tr, bs, blocks, caching = {
+        "internal": (trace([(5, 3), (4, 6), (9, 2)], mml=16), 4, 4, False),
+        "preempt": (trace([(2, 4), (2, 3)], mml=8), 2, 3, False),
+        "prefix": (trace([(5, 3), (5, 3)], 16, [0, 1], [0, 0], 4), 2, 8, True),
+    }[case]
+    fast = simulate_paged(tr, blocks, bs, 64, caching, timeline=True)
+    exact = replay_scheduler(profile_for(bs, blocks, tr.max_model_len, caching=caching),
+                             specs_for(tr), tr.arrival_step).result
+    assert fast.timeline == exact.timeline
+    assert fast.totals == exact.totals and fast.peak == exact.peak
+
+
+def test_block_steps_closed_form():
+    for bs in (1, 3, 16):
+        for c0 in range(1, 40):
+            for n in range(0, 40, 3):
+                assert block_steps(c0, n, bs) == sum(-(-(c0 + j) // bs) for j in range(n))
+
+
+# -- invariants and agreement on random traces -------------------------------------------
+requests_st = st.lists(st.tuples(st.integers(1, 40), st.integers(1, 40)), min_size=1,
+                       max_size=25)
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(requests_st, st.sampled_from([1, 2, 4, 16]), st.integers(4, 40), st.integers(1, 8),
+       st.lists(st.integers(0, 30), min_size=25, max_size=25),
+       st.lists(st.integers(0, 2), min_size=25, max_size=25), st.booleans())
+def test_kinds_sum_to_the_pool_and_paged_matches_scheduler(reqs, bs, blocks, seqs, gaps,
+                                                          prios, use_prios):
+    arrivals = sorted(gaps[: len(reqs)])
+    tr = trace(reqs, mml=64, arrivals=arrivals)
+    if use_prios:  # the heap paths: queue by (priority, arrival), victims newest-lowest
+        tr.priority = prios[: len(reqs)]
+    results = [simulate_paged(tr, blocks, bs, seqs, timeline=True)]
+    results += [simulate_contiguous(tr, blocks * bs, f, seqs, "c")
+                for f in (reserve_max, reserve_pow2, reserve_exact)]
+    for r in results:
+        for s in (r.totals, r.peak):
+            assert min(s.used, s.reserved, s.internal, s.external, s.free) >= 0
+        assert r.totals.total == r.pool_slots * r.num_steps
+        assert r.peak.total == r.pool_slots or r.num_steps == 0
+        assert r.num_finished + r.num_rejected == len(reqs)
+    exact = replay_scheduler(profile_for(bs, blocks, 64, seqs), specs_for(tr), arrivals).result
+    fast = results[0]
+    assert fast.timeline == exact.timeline
+    assert (fast.totals, fast.num_preempted, fast.num_rejected) == (
+        exact.totals, exact.num_preempted, exact.num_rejected)
+
+
+@pytest.mark.parametrize("name", ["default", "sharegpt", "alpaca", "shared-prefix", "tool-calls"])
+def test_lengths_trace_equals_generate(name):
+    prof = load_profile(name)
+    specs = generate(prof.workload, prof.model.vocab_size, prof.engine.max_model_len, 200)
+    expect = specs_trace(specs, prof.workload.shared_prefix.length, prof.engine.max_model_len,
+                         "profile", 0.01)
+    assert lengths_trace(prof, 200, "profile", 0.01) == expect
+
+
+def test_fast_replay_matches_scheduler_on_a_small_profile():
+    prof = load_profile("shared-prefix", Overrides(sets=(
+        "engine.num_blocks=4000", "engine.max_num_batched_tokens=100000")))
+    specs = generate(prof.workload, prof.model.vocab_size, prof.engine.max_model_len, 40)
+    tr = specs_trace(specs, prof.workload.shared_prefix.length, prof.engine.max_model_len)
+    fast = simulate_paged(tr, 4000, prof.engine.block_size, prof.engine.max_num_seqs,
+                          prof.engine.prefix_caching, timeline=True)
+    exact = replay_scheduler(prof, specs, tr.arrival_step).result
+    assert fast.saved_block_steps > 0
+    assert fast.timeline == exact.timeline and fast.totals == exact.totals
+
+
+# -- the engine ------------------------------------------------------------------------------
+def _engine_or_skip():
+    try:
+        from perfkit.engine.engine import Engine
+    except ImportError as err:
+        pytest.skip(f"perfkit.engine.engine does not import yet: {err}")
+    return Engine
+
+
+@pytest.fixture
+def one_torch_thread():
+    """The tiny model is all overhead: extra intra-op threads only spin on a busy machine."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+def test_engine_agrees_with_both_replays_on_default_profile(one_torch_thread):
+    _engine_or_skip()
+    from perfkit.fragmentation.live import live
+
+    prof = load_profile("default", Overrides(sets=(
+        "engine.num_blocks=12", "engine.max_num_batched_tokens=100000",
+        "workload.prompt_len.mean=40", "workload.prompt_len.std=20", "workload.prompt_len.min=4",
+        "workload.output_len.min=4", "workload.output_len.max=12")))
+    rep = live(prof, 8, "saturate", 0.025)
+    assert rep.engine.timeline == rep.kv_timeline  # our accounting = the engine's own samples
+    assert rep.engine.num_preempted > 0  # the pool is tight enough to preempt
+    assert all(a.exact for a in rep.agreements), rep.agreements
+    assert rep.engine.totals == rep.replays[0].totals == rep.replays[1].totals
+    assert rep.engine.peak_sequences == rep.replays[0].peak_sequences \
+        == rep.replays[1].peak_sequences
+    assert rep.counters.allocations > 0 and rep.memory.rss_peak_bytes > 0
+
+
+def test_engine_agrees_with_scheduler_replay_under_chunked_prefill(one_torch_thread):
+    _engine_or_skip()
+    from perfkit.fragmentation.live import live
+
+    prof = load_profile("default", Overrides(sets=(
+        "engine.num_blocks=24", "workload.output_len.min=4", "workload.output_len.max=12")))
+    rep = live(prof, 6, "saturate", 0.025)  # the profile's budget (256) chunks prompts
+    scheduler = rep.agreements[0]
+    assert scheduler.exact, scheduler
+    assert rep.engine.timeline == rep.replays[0].timeline
+    assert rep.engine.num_finished == 6
+
+
+def test_weight_bytes_counts_the_engine_model():
+    _engine_or_skip()
+    from perfkit.engine.layers.model import num_parameters
+
+    model = load_profile("default", Overrides(model="llama3-8b")).model
+    assert weight_bytes(model) == num_parameters(model) * 2
+
+
+# -- the whole analysis --------------------------------------------------------------------
+def test_simulate_reference_shape_opt13b():
+    prof = load_profile("sharegpt", Overrides(model="opt-13b"))
+    rep = simulate(prof, kv_budget(prof, "12GiB", None), FragConfig(num_requests=1500, jobs=2))
+    by = {p.name: p for p in rep.policies}
+    assert 0.2 <= by["reserve-max"].totals.used_of_occupied <= 0.4
+    assert by["paged-16"].totals.used_of_occupied >= 0.96
+    assert by["reserve-max"].totals.used_of_occupied < by["pow2"].totals.used_of_occupied \
+        < by["oracle"].totals.used_of_occupied < by["paged-16"].totals.used_of_occupied
+    assert by["paged-16+prefix"].totals == by["paged-16"].totals  # no shared prefix
+    assert rep.recommendation.block_size == 16
+    assert "occupied memory holds tokens" in verdict(by["oracle"])
+
+
+def test_recommend_prefers_larger_blocks_within_tolerance():
+    prof = load_profile("sharegpt", Overrides(model="opt-13b"))
+    rep = simulate(prof, kv_budget(prof, "12GiB", None),
+                   FragConfig(block_sizes=(16, 32), num_requests=300, jobs=1))
+    paged = [p for p in rep.policies if p.name in ("paged-16", "paged-32")]
+    assert recommend(paged, tolerance=1.0).block_size == 32
+    assert recommend(paged, tolerance=0.0).block_size == 16
+
+
+def test_budget_sources():
+    prof = load_profile("sharegpt", Overrides(model="opt-13b"))
+    assert kv_budget(prof, "12GiB", None).slots == 15728  # the paper's ~15.7K slots
+    h100 = kv_budget(prof, None, "h100")
+    assert h100.bytes == int(80e9 * 0.9) - weight_bytes(prof.model)
+    own = kv_budget(prof, None, None)
+    assert own.bytes == 2048 * 16 * prof.model.kv_bytes_per_token
+    with pytest.raises(PerfkitError, match="--gpu"):
+        kv_budget(prof, None, "tpu")
+    with pytest.raises(PerfkitError, match="no room"):
+        kv_budget(load_profile("default", Overrides(model="llama3-70b")), None, "a100-40g")
+
+
+def test_replay_work_grows_linearly_with_requests():
+    """Not a timed test: the replay's work (steps walked, admissions) per request stays
+    flat as the trace grows, so its cost is linear (timings: see the README)."""
+    prof = load_profile("sharegpt", Overrides(model="opt-13b"))
+    per_request = []
+    for n in (1000, 4000):
+        tr = lengths_trace(prof, n)
+        r = simulate_paged(tr, 983, 16, 64)
+        per_request.append((r.num_steps + r.num_preempted) / n)
+    assert per_request[1] == pytest.approx(per_request[0], rel=0.15)
