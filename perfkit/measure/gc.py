@@ -26,7 +26,8 @@ class GcStats:
     total_s: float  # sum of their pauses
     max_s: float  # longest single pause; <= total_s
     by_generation: dict[str, int] = field(default_factory=dict)  # "0".."2" -> collections
-    pauses_s: list[float] = field(default_factory=list)  # in order; the first max_pauses only
+    # In order; the first max_pauses only. Not in the result JSON (count/total/max are).
+    pauses_s: list[float] = field(default_factory=list, metadata={"json": False})
     num_pauses_dropped: int = 0  # count - len(pauses_s)
     num_collected: int = 0  # objects freed by those collections
     num_uncollectable: int = 0  # objects found unreachable but not freeable

@@ -46,7 +46,8 @@ class NvmlStats:
     mean_used_bytes: int  # mean of used_bytes over samples, rounded
     peak_process_bytes: int | None  # None: our pid never listed with a usedGpuMemory
     mean_util_pct: float | None  # None: no utilization reading succeeded
-    samples: list[NvmlSample] = field(default_factory=list)  # first MAX_STORED_SAMPLES
+    # The first MAX_STORED_SAMPLES; "timeline" in the result JSON.
+    samples: list[NvmlSample] = field(default_factory=list, metadata={"json": "timeline"})
     num_samples: int = 0  # samples taken (stored or not)
     hz: float = 0.0  # requested rate
     num_process_queries: int = 0  # running-process calls made (each ~4.5 ms on a GPU)

@@ -12,34 +12,22 @@ from __future__ import annotations
 import asyncio
 import time
 from dataclasses import dataclass
-from typing import Any
 
 from perfkit.config.schema import Profile
-from perfkit.measure.samplers import LevelMeasurements, LevelSamplers
+from perfkit.measure.samplers import LevelSamplers
 from perfkit.records import RequestRecord
 from perfkit.remote.client import RemoteServe, Target, open_session
-from perfkit.remote.level import remote_level_result
-from perfkit.remote.overhead import ClientOverhead, OverheadMeter
-from perfkit.remote.scrape import Scraper, ServerMetrics
+from perfkit.remote.level import RemoteRun, remote_level_result
+from perfkit.remote.overhead import OverheadMeter
+from perfkit.remote.scrape import Scraper
+from perfkit.result.level import LevelResult, LoadPoint
+from perfkit.result.remote import ServerMetrics
 from perfkit.sweep.load import OnRecord
-from perfkit.sweep.runner import Level, SweepPlan, drive, level_specs
+from perfkit.sweep.plan import SweepPlan
+from perfkit.sweep.runner import drive, level_specs
 from perfkit.workload import RequestSpec
 
 NO_SCRAPE = "unavailable: no --scrape-metrics"
-
-
-@dataclass
-class RemoteRun:
-    """Everything one remote level measured, before analysis."""
-
-    level: Level
-    repeat: int
-    records: list[RequestRecord]
-    errors: dict[int, str]  # request id -> failure kind
-    retry_after_s: list[float]
-    overhead: ClientOverhead
-    server: ServerMetrics
-    measurements: LevelMeasurements
 
 
 @dataclass(frozen=True)
@@ -52,7 +40,7 @@ class RemoteSweep:
     plan: SweepPlan
 
 
-async def _drive(sweep: RemoteSweep, level: Level, repeat: int, specs: list[RequestSpec],
+async def _drive(sweep: RemoteSweep, level: LoadPoint, repeat: int, specs: list[RequestSpec],
                  on_record: OnRecord, samplers: LevelSamplers) -> RemoteRun:
     t0 = time.perf_counter()
     meter = OverheadMeter(level.concurrency)
@@ -62,7 +50,7 @@ async def _drive(sweep: RemoteSweep, level: Level, repeat: int, specs: list[Requ
         samplers.stop()
         samplers.start()
         if scraper is not None:
-            await scraper.mark()
+            scraper.mark()
         meter.mark()
 
     def on_rec(record: RequestRecord) -> None:
@@ -72,11 +60,12 @@ async def _drive(sweep: RemoteSweep, level: Level, repeat: int, specs: list[Requ
     async with open_session(sweep.target, level.concurrency or 0) as session:
         serve = RemoteServe(session, sweep.target, t0)
         if scraper is not None:
-            await scraper.start()
+            scraper.start()
         meter.start()
         records = await drive(serve, specs, level, sweep.plan.num_warmup, t0, on_rec, on_warm)
         overhead = await meter.stop()
-        server = ServerMetrics.unavailable(NO_SCRAPE) if scraper is None else await scraper.stop()
+        server = (ServerMetrics.unavailable(NO_SCRAPE) if scraper is None
+                  else await asyncio.to_thread(scraper.stop))
     return RemoteRun(level, repeat, records, serve.errors, serve.retry_after_s, overhead, server,
                      samplers.stop())
 
@@ -85,8 +74,8 @@ def _noop(record: RequestRecord) -> None:
     pass
 
 
-def run_remote_level(sweep: RemoteSweep, level: Level, repeat: int,
-                     on_record: OnRecord = _noop) -> dict[str, Any]:
+def run_remote_level(sweep: RemoteSweep, level: LoadPoint, repeat: int,
+                     on_record: OnRecord = _noop) -> LevelResult:
     """Run one level against the target; its result dict (same layout as in-process
     levels, plus `server`, `errors` and `client`)."""
     specs = level_specs(sweep.profile, sweep.plan, level)

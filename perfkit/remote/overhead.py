@@ -13,27 +13,12 @@ from __future__ import annotations
 
 import asyncio
 import time
-from dataclasses import asdict, dataclass
-from typing import Any
 
+from perfkit.result.codec import to_json
+from perfkit.result.remote import ClientOverhead
 from perfkit.summary.latency import distribution
 
 LAG_INTERVAL_S = 0.01
-
-
-@dataclass
-class ClientOverhead:
-    cpu_s: float  # event-loop thread CPU seconds over the measured phase
-    wall_s: float
-    cpu_share: float  # cpu_s / wall_s: share of the one core the client can use
-    requests: int  # requests sent in the phase
-    cpu_per_request_s: float | None
-    connections: int | None  # connection pool size (None: unlimited, open loop)
-    lag_interval_s: float
-    loop_lag: dict[str, Any]  # distribution of wake-up delays (seconds)
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 class OverheadMeter:
@@ -77,4 +62,4 @@ class OverheadMeter:
             requests=self.requests,
             cpu_per_request_s=cpu / self.requests if self.requests else None,
             connections=self.connections, lag_interval_s=self.interval_s,
-            loop_lag=distribution(self.lags).to_dict())
+            loop_lag=to_json(distribution(self.lags)))

@@ -1,25 +1,28 @@
 """Poll a server's Prometheus endpoint during a level: KV usage, queue, preemptions,
 prefix-cache hits, under vLLM's metric names (perfkit serve exports the same).
 
-Gauges become a timeline (~2 Hz); counters become deltas between a baseline taken
-when the measured phase starts and a last scrape after its last request ended.
-Counter names may carry the `_total` suffix (prometheus_client adds it) or not;
-several label sets of one name (data-parallel engines) are summed, except KV
-usage, which is averaged. Older vLLM names are read when the new ones are absent.
+The scraper runs in its own thread (urllib, one request at a time), apart from the load
+generator's event loop, so a busy loop cannot starve it: 10 Hz by default. Gauges become
+a timeline; counters become deltas between a baseline taken when the measured phase
+starts (mark) and a last scrape after its last request ended (stop). Counter names may
+carry the `_total` suffix (prometheus_client adds it) or not; several label sets of one
+name (data-parallel engines) are summed, except KV usage, which is averaged. Older vLLM
+names are read when the new ones are absent.
 """
 
 from __future__ import annotations
 
-import asyncio
 import math
 import re
+import threading
 import time
-from dataclasses import asdict, dataclass, field
-from typing import Any
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
 
-import aiohttp
+from perfkit.result.remote import ServerMetrics
 
-INTERVAL_S = 0.5
+INTERVAL_S = 0.1
 SCRAPE_TIMEOUT_S = 2.0
 MAX_TIMELINE_POINTS = 200
 
@@ -81,33 +84,6 @@ class Snapshot:
                    _pick(v, PREEMPTIONS), _pick(v, PREFIX_QUERIES), _pick(v, PREFIX_HITS))
 
 
-@dataclass
-class ServerMetrics:
-    """One level's server-side figures; None where the server did not export a metric."""
-
-    available: bool
-    reason: str  # why not, when unavailable
-    url: str | None
-    num_scrapes: int = 0
-    num_failed: int = 0
-    kv_usage_peak: float | None = None  # share of KV blocks in use, [0, 1]
-    kv_usage_mean: float | None = None  # over the scrapes of the measured phase
-    peak_running: int | None = None
-    peak_waiting: int | None = None
-    preemptions: int | None = None  # counter deltas over the measured phase
-    prefix_queries: int | None = None
-    prefix_hits: int | None = None
-    prefix_hit_rate: float | None = None  # hits / queries (tokens)
-    timeline: dict[str, list[Any]] = field(default_factory=dict)
-
-    @classmethod
-    def unavailable(cls, reason: str) -> ServerMetrics:
-        return cls(False, reason, None)
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-
 def _delta(base: Snapshot | None, last: Snapshot | None, name: str) -> int | None:
     """A counter's increase; None when missing or reset (the server restarted)."""
     first = None if base is None else getattr(base, name)
@@ -150,7 +126,11 @@ def summarise(url: str, snaps: list[Snapshot], base: Snapshot | None, last: Snap
 
 
 class Scraper:
-    """start() -> [mark() at the measured phase] -> stop(): ServerMetrics of the phase."""
+    """start() -> [mark() at the measured phase] -> stop(): ServerMetrics of the phase.
+
+    Only the scraping thread touches snaps/base/num_failed until stop() has joined it;
+    mark() and stop() only set events, so they never block the caller's event loop for
+    longer than the join at the end of a level."""
 
     def __init__(self, url: str, t0: float, interval_s: float = INTERVAL_S) -> None:
         self.url = url
@@ -158,48 +138,49 @@ class Scraper:
         self.interval_s = interval_s
         self.snaps: list[Snapshot] = []
         self.base: Snapshot | None = None
+        self.last: Snapshot | None = None
         self.num_failed = 0
-        self._session: aiohttp.ClientSession | None = None
-        self._task: asyncio.Task[None] | None = None
+        self._wake = threading.Event()
+        self._marked = threading.Event()
+        self._stopped = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="perfkit-scrape", daemon=True)
 
-    async def scrape(self) -> Snapshot | None:
-        assert self._session is not None
+    def scrape(self) -> Snapshot | None:
         try:
-            async with self._session.get(self.url) as resp:
-                if resp.status != 200:
-                    raise aiohttp.ClientResponseError(resp.request_info, (), status=resp.status)
-                text = await resp.text()
-        except (aiohttp.ClientError, asyncio.TimeoutError, TimeoutError, OSError, ValueError):
+            with urllib.request.urlopen(self.url, timeout=SCRAPE_TIMEOUT_S) as resp:
+                text = resp.read().decode("utf-8", errors="replace")
+        except (urllib.error.URLError, OSError, ValueError):
             self.num_failed += 1
             return None
         return Snapshot.of(text, time.perf_counter() - self.t0)
 
-    async def start(self) -> None:
-        timeout = aiohttp.ClientTimeout(total=SCRAPE_TIMEOUT_S)
-        self._session = aiohttp.ClientSession(
-            timeout=timeout, connector=aiohttp.TCPConnector(limit=1))
-        await self.mark()
-        self._task = asyncio.create_task(self._poll())
+    def start(self) -> None:
+        self._marked.set()  # the first scrape is the baseline
+        self._thread.start()
 
-    async def mark(self) -> None:
+    def mark(self) -> None:
         """The measured phase starts: a fresh baseline, a fresh timeline."""
-        self.snaps, self.num_failed = [], 0
-        self.base = await self.scrape()
+        self._marked.set()
+        self._wake.set()
 
-    async def _poll(self) -> None:
-        while True:
-            await asyncio.sleep(self.interval_s)
-            snap = await self.scrape()
-            if snap is not None:
-                self.snaps.append(snap)
+    def _run(self) -> None:
+        while not self._stopped.is_set():
+            if self._marked.is_set():
+                self._marked.clear()
+                self.snaps, self.num_failed = [], 0
+                self.base = self.scrape()
+            else:
+                snap = self.scrape()
+                if snap is not None:
+                    self.snaps.append(snap)
+            self._wake.wait(self.interval_s)
+            self._wake.clear()
+        self.last = self.scrape()
+        if self.last is not None:
+            self.snaps.append(self.last)
 
-    async def stop(self) -> ServerMetrics:
-        if self._task is not None:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
-        last = await self.scrape()
-        if last is not None:
-            self.snaps.append(last)
-        assert self._session is not None
-        await self._session.close()
-        return summarise(self.url, self.snaps, self.base, last, self.num_failed)
+    def stop(self) -> ServerMetrics:
+        self._stopped.set()
+        self._wake.set()
+        self._thread.join()
+        return summarise(self.url, self.snaps, self.base, self.last, self.num_failed)

@@ -19,7 +19,7 @@ from perfkit.config.schema import Profile
 from perfkit.errors import PerfkitError
 from perfkit.remote.client import Target, error_kind
 from perfkit.remote.driver import RemoteSweep
-from perfkit.sweep.runner import SweepPlan
+from perfkit.sweep.plan import SweepPlan
 
 DEFAULT_TIMEOUT_S = 60.0
 PROBE_TIMEOUT_S = 10.0  # the start-up probe waits at most this long, whatever --timeout
@@ -145,13 +145,3 @@ def connect(opts: RemoteOptions, profile: Profile, plan: SweepPlan) -> RemoteSwe
         if why is not None:
             raise PerfkitError(f"--scrape-metrics: cannot read {scrape}: {why}")
     return RemoteSweep(target, scrape, profile, plan)
-
-
-def remote_header(sweep: RemoteSweep) -> dict[str, Any]:
-    """The result header's target and device fields. Results of one served model
-    compare with each other (`perfkit gate`), not with in-process runs."""
-    return {
-        "target": {"url": sweep.target.url, "model": sweep.target.model,
-                   "scrape_metrics": sweep.scrape_url},
-        "environment": {"device": "remote", "device_class": f"remote:{sweep.target.model}"},
-    }

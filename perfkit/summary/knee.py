@@ -20,11 +20,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from itertools import pairwise
-from typing import Any, Literal
 
-KneeReason = Literal["throughput-plateau", "latency-superlinear", "both", "none", "too-few-levels"]
+from perfkit.result.level import LevelResult
+from perfkit.result.sweep import Knee, KneeReason
 
 
 @dataclass
@@ -33,17 +33,6 @@ class LevelPoint:
     throughput: float  # at this level, in the caller's unit (e.g. output tok/s)
     p99_ttft_s: float | None = None
     p99_tpot_s: float | None = None
-
-
-@dataclass
-class Knee:
-    level: float | None  # x at the knee; None when none was found
-    reason: KneeReason
-    sentence: str  # one sentence for humans, with the numbers
-    throughput_gain_per_doubling: list[float | None]  # per level vs its reference; [0] is None
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 @dataclass
@@ -176,3 +165,26 @@ class _Words:
         metric, ratio = step.latency
         x_ratio = step.point.x / step.ref.x
         return f"{joiner} P99 {metric} grows {ratio:.1f}x for {x_ratio:.3g}x {self.x_name}"
+
+
+def knee_of(levels: Sequence[LevelResult]) -> Knee:
+    """Knee over the closed-loop levels (x order, repeats averaged); a level whose
+    throughput was not measured (nothing finished) is left out, never read as 0."""
+    by_x: dict[float, list[LevelResult]] = {}
+    for lv in levels:
+        if lv.concurrency is not None:
+            by_x.setdefault(float(lv.concurrency), []).append(lv)
+    points = []
+    for x in sorted(by_x):
+        group = by_x[x]
+        throughput = _mean([g.throughput.output_tokens_per_s for g in group])
+        if throughput is not None:
+            points.append(LevelPoint(x=x, throughput=throughput,
+                                     p99_ttft_s=_mean([g.latency.ttft.p99 for g in group]),
+                                     p99_tpot_s=_mean([g.latency.tpot.p99 for g in group])))
+    return find_knee(points, x_name="concurrency")
+
+
+def _mean(values: list[float | None]) -> float | None:
+    present = [v for v in values if v is not None]
+    return sum(present) / len(present) if present else None

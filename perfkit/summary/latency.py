@@ -23,27 +23,10 @@ from __future__ import annotations
 import math
 from collections import Counter
 from collections.abc import Iterable, Sequence
-from dataclasses import asdict, dataclass
-from typing import Any, Protocol
+from typing import Protocol
 
 from perfkit.records import RequestRecord
-
-
-@dataclass
-class Distribution:
-    """Summary of samples in the samples' unit (seconds here). None when count is 0."""
-
-    count: int
-    mean: float | None = None
-    stddev: float | None = None  # population standard deviation (ddof=0, as numpy's default)
-    min: float | None = None
-    p50: float | None = None
-    p90: float | None = None
-    p99: float | None = None
-    max: float | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+from perfkit.result.level import Counts, Distribution, Goodput, Latency, Throughput
 
 
 def percentile(sorted_values: Sequence[float], q: float) -> float:
@@ -106,29 +89,17 @@ def measured_records(
 # ---- latency -------------------------------------------------------------------------
 
 
-@dataclass
-class LatencySummary:
-    ttft: Distribution  # served requests with a first token
-    tpot: Distribution  # completed requests with >= 2 output tokens
-    itl: Distribution  # every inter-token gap of every served request, pooled
-    e2e: Distribution  # completed requests
-    queue: Distribution  # served requests the scheduler admitted
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-
 def _present(values: Iterable[float | None]) -> list[float]:
     return [v for v in values if v is not None]
 
 
 def level_latency(
     records: Sequence[RequestRecord], warmup_end_s: float | None = None
-) -> LatencySummary:
+) -> Latency:
     measured = measured_records(records, warmup_end_s)
     served = [r for r in measured if r.served]
     completed = [r for r in served if r.completed]
-    return LatencySummary(
+    return Latency(
         ttft=distribution(_present(r.ttft_s for r in served)),
         tpot=distribution(_present(r.tpot_s for r in completed)),
         itl=distribution(gap for r in served for gap in r.itl_s),
@@ -167,17 +138,6 @@ def _window_s(
 
 def _per_s(amount: float, window_s: float | None) -> float | None:
     return None if window_s is None else amount / window_s
-
-
-@dataclass
-class Throughput:
-    window_s: float | None  # seconds the rates are over; None when nothing finished
-    requests_per_s: float | None  # completed requests
-    output_tokens_per_s: float | None  # output tokens of served requests
-    total_tokens_per_s: float | None  # prompt + output tokens of served requests
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 def throughput(
@@ -222,18 +182,6 @@ def meets_slo(record: RequestRecord, slo: SloTargets) -> bool:
     return tpot_ok and _within(record.ttft_s, slo.ttft_s) and _within(record.e2e_s, slo.e2e_s)
 
 
-@dataclass
-class Goodput:
-    requests: int  # measured requests, rejected and failed included (the share's base)
-    good_requests: int  # completed and meeting every set SLO target
-    share: float | None  # good_requests / requests; None without requests
-    good_per_s: float | None  # good_requests / window_s; None without a window
-    window_s: float | None
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-
 def goodput(
     records: Sequence[RequestRecord],
     slo: SloTargets,
@@ -253,24 +201,6 @@ def goodput(
 
 
 # ---- counts --------------------------------------------------------------------------
-
-
-@dataclass
-class Counts:
-    """Integers only; timings live in LatencySummary and Throughput."""
-
-    requests: int  # measured requests, rejected included
-    completed: int  # served, finished, not cancelled or errored
-    rejected: dict[str, int]  # measured rejections by reason
-    finish_reasons: dict[str, int]  # served requests by finish reason ("unfinished" if none)
-    preemptions: int  # summed over served requests
-    prompt_tokens: int  # served requests only
-    output_tokens: int
-    cached_tokens: int
-    warmup_excluded: int  # flagged warm-up requests plus those that overlapped the warm-up
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 def level_counts(

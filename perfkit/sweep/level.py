@@ -1,39 +1,35 @@
-"""One level's raw data -> its result dict: counts apart from timings.
-
-Layout of a level (JSON):
-  concurrency | rate, repeat
-  counts      ints, deterministic for profile + seed (tokens, blocks, preemptions, hits)
-  latency     ttft / tpot / itl / e2e / queue distributions (seconds)
-  throughput  requests/s, tokens/s; goodput; observed concurrency
-  kv          usage in blocks and token slots: peaks and per-step means (counts), timeline
-  guard       counts: requests ended by reason (stop = tool call accepted, loop, length),
-              tool_calls, invalid_tool_calls (must be 0 with the guard on); timing apart
-  cpu, gc, gpu, cuda   sampler results (timings; with their own int counters)
-  requests    raw per-request samples
-"""
+"""One level's raw data -> its typed LevelResult (perfkit.result): counts apart from timings."""
 
 from __future__ import annotations
 
-import dataclasses
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, replace
 
 from perfkit.config.schema import SloConfig
 from perfkit.engine.blocks import PoolCounters
 from perfkit.engine.engine import EngineStats, KvSample
 from perfkit.measure.samplers import LevelMeasurements
 from perfkit.records import RequestRecord
+from perfkit.result.level import (
+    GuardCounts,
+    GuardSection,
+    GuardTiming,
+    KvSection,
+    KvTimeline,
+    LevelResult,
+    LoadPoint,
+    RequestSample,
+)
 from perfkit.summary.latency import goodput, level_counts, level_latency, throughput
 
 MAX_TIMELINE_POINTS = 200
+ENGINE_POOL = "engine block pool"
 
 
 @dataclass
 class LevelRun:
-    """Everything measured in one level, before analysis."""
+    """Everything measured in one in-process level, before analysis."""
 
-    concurrency: int | None
-    rate: float | None
+    point: LoadPoint
     repeat: int
     records: list[RequestRecord]
     stats: EngineStats
@@ -43,92 +39,82 @@ class LevelRun:
     measurements: LevelMeasurements
 
 
-def _kv(run: LevelRun) -> dict[str, Any]:
+def strided(values: list[KvSample], limit: int = MAX_TIMELINE_POINTS) -> list[KvSample]:
+    """At most `limit` evenly strided points (the first always kept)."""
+    return values[::max(1, -(-len(values) // limit))]
+
+
+def _kv(run: LevelRun) -> KvSection:
     tl = run.stats.kv_timeline
     steps = max(len(tl), 1)
-    stride = max(1, -(-len(tl) // MAX_TIMELINE_POINTS))
-    points: list[KvSample] = tl[::stride]
+    points = strided(tl)
     t0 = tl[0].time_s if tl else 0.0
-    return {
-        "blocks_total": run.num_blocks,
-        "slots_total": run.num_blocks * run.block_size,
-        "block_size": run.block_size,
-        "peak_blocks_used": max((s.blocks_used for s in tl), default=0),
-        "peak_slots_used": max((s.slots_used for s in tl), default=0),
-        "mean_blocks_used": sum(s.blocks_used for s in tl) / steps,  # per step
-        "mean_slots_used": sum(s.slots_used for s in tl) / steps,
-        "peak_waiting": max((s.waiting for s in tl), default=0),
-        "timeline": {
-            "t_s": [round(s.time_s - t0, 6) for s in points],
-            "blocks_used": [s.blocks_used for s in points],
-            "slots_used": [s.slots_used for s in points],
-            "running": [s.running for s in points],
-            "waiting": [s.waiting for s in points],
-        },
-    }
+    peak = max((s.blocks_used for s in tl), default=0)
+    mean = sum(s.blocks_used for s in tl) / steps  # per step
+    return KvSection(
+        available=True, source=ENGINE_POOL,
+        blocks_total=run.num_blocks, slots_total=run.num_blocks * run.block_size,
+        block_size=run.block_size, peak_blocks_used=peak,
+        peak_slots_used=max((s.slots_used for s in tl), default=0),
+        mean_blocks_used=mean, mean_slots_used=sum(s.slots_used for s in tl) / steps,
+        usage_peak=peak / run.num_blocks if run.num_blocks else None,
+        usage_mean=mean / run.num_blocks if run.num_blocks else None,
+        peak_waiting=max((s.waiting for s in tl), default=0),
+        timeline=KvTimeline(
+            t_s=[round(s.time_s - t0, 6) for s in points],
+            blocks_used=[s.blocks_used for s in points],
+            slots_used=[s.slots_used for s in points],
+            running=[s.running for s in points],
+            waiting=[s.waiting for s in points]),
+    )
 
 
-def _guard(stats: EngineStats) -> dict[str, Any]:
+def _guard(stats: EngineStats) -> GuardSection:
     counts = stats.guard
-    return {
-        "counts": {"ended": dict(counts.ended), "tool_calls": counts.tool_calls,
-                   "invalid_tool_calls": counts.invalid_tool_calls},
-        "timing": {"guard_s": stats.guard_s,
-                   "us_per_step": stats.guard_s / stats.steps * 1e6 if stats.steps else 0.0},
-    }
+    return GuardSection(
+        GuardCounts(dict(counts.ended), counts.tool_calls, counts.invalid_tool_calls),
+        GuardTiming(stats.guard_s, stats.guard_s / stats.steps * 1e6 if stats.steps else 0.0))
 
 
-def request_sample(r: RequestRecord) -> dict[str, Any]:
-    return {
-        "id": r.request_id, "warmup": r.warmup, "arrival_s": r.arrival_s,
-        "prompt_tokens": r.prompt_tokens, "output_tokens": r.output_tokens,
-        "cached_tokens": r.cached_tokens, "preemptions": r.num_preemptions,
-        "rejected": r.rejected, "finish_reason": r.finish_reason,
-        "ttft_s": r.ttft_s, "tpot_s": r.tpot_s, "e2e_s": r.e2e_s, "queue_s": r.queue_s,
-        "itl_s": [round(x, 7) for x in r.itl_s],
-    }
+def request_sample(r: RequestRecord, preemptions: bool = True,
+                   error: str | None = None) -> RequestSample:
+    """`preemptions=False`: the client cannot see them (a remote target)."""
+    return RequestSample(
+        id=r.request_id, warmup=r.warmup, arrival_s=r.arrival_s,
+        prompt_tokens=r.prompt_tokens, output_tokens=r.output_tokens,
+        cached_tokens=r.cached_tokens,
+        preemptions=r.num_preemptions if preemptions else None,
+        rejected=r.rejected, finish_reason=r.finish_reason,
+        ttft_s=r.ttft_s, tpot_s=r.tpot_s, e2e_s=r.e2e_s, queue_s=r.queue_s,
+        itl_s=[round(x, 7) for x in r.itl_s], error=error)
 
 
-def measured_sections(recs: list[RequestRecord], slo: SloConfig,
-                      m: LevelMeasurements) -> dict[str, Any]:
+def measured_level(point: LoadPoint, repeat: int, recs: list[RequestRecord], slo: SloConfig,
+                   m: LevelMeasurements, kv: KvSection) -> LevelResult:
     """The sections any level has, wherever its requests were served: client-side
     counts, latency, throughput, goodput, and what the samplers saw of this process."""
     thr = throughput(recs)
     e2e_sum = sum(r.e2e_s or 0.0 for r in recs if not r.warmup)
-    lat = level_latency(recs)
-    return {
-        "counts": dataclasses.asdict(level_counts(recs)),
-        "latency": {k: getattr(lat, k).to_dict() for k in ("ttft", "tpot", "itl", "e2e", "queue")},
-        "throughput": dataclasses.asdict(thr),
-        "goodput": dataclasses.asdict(goodput(recs, slo)),
-        "observed_concurrency": e2e_sum / thr.window_s if thr.window_s else None,
-        "cpu": dataclasses.asdict(m.proc),
-        "gc": {k: v for k, v in dataclasses.asdict(m.gc).items() if k != "pauses_s"},
-        "gpu": {k: v for k, v in dataclasses.asdict(m.nvml).items() if k != "samples"}
-        | {"timeline": [dataclasses.asdict(s) for s in m.nvml.samples[:MAX_TIMELINE_POINTS]]},
-        "cuda": dataclasses.asdict(m.cuda),
-    }
+    counts = level_counts(recs)
+    prompt = counts.prompt_tokens
+    nvml = m.nvml
+    return LevelResult(
+        concurrency=point.concurrency, rate=point.rate, repeat=repeat,
+        counts=counts, latency=level_latency(recs), throughput=thr,
+        goodput=goodput(recs, slo),
+        observed_concurrency=e2e_sum / thr.window_s if thr.window_s else None,
+        prefix_hit_rate=counts.cached_tokens / prompt if prompt else None,
+        kv=kv, cpu=m.proc, gc=m.gc,
+        gpu=replace(nvml, samples=nvml.samples[:MAX_TIMELINE_POINTS]), cuda=m.cuda,
+    )
 
 
-def level_result(run: LevelRun, slo: SloConfig) -> dict[str, Any]:
-    recs = run.records
-    sec = measured_sections(recs, slo, run.measurements)
-    counts = sec["counts"]
-    prompt = counts["prompt_tokens"]
-    return {
-        "concurrency": run.concurrency,
-        "rate": run.rate,
-        "repeat": run.repeat,
-        "counts": {
-            **counts,
-            "steps": run.stats.steps,
-            "batched_tokens": run.stats.batched_tokens,
-            **{f"pool_{k}": v for k, v in dataclasses.asdict(run.pool).items()},
-        },
-        **{k: sec[k] for k in ("latency", "throughput", "goodput", "observed_concurrency")},
-        "prefix_hit_rate": counts["cached_tokens"] / prompt if prompt else 0.0,
-        "kv": _kv(run),
-        "guard": _guard(run.stats),
-        **{k: sec[k] for k in ("cpu", "gc", "gpu", "cuda")},
-        "requests": [request_sample(r) for r in recs],
-    }
+def level_result(run: LevelRun, slo: SloConfig) -> LevelResult:
+    level = measured_level(run.point, run.repeat, run.records, slo, run.measurements, _kv(run))
+    counts = replace(
+        level.counts, steps=run.stats.steps, batched_tokens=run.stats.batched_tokens,
+        pool_allocations=run.pool.allocations, pool_frees=run.pool.frees,
+        pool_hits=run.pool.hits, pool_misses=run.pool.misses,
+        pool_evictions=run.pool.evictions, pool_copy_on_writes=run.pool.copy_on_writes)
+    return replace(level, counts=counts, guard=_guard(run.stats),
+                   requests=[request_sample(r) for r in run.records])

@@ -1,11 +1,11 @@
-"""Run a sweep: for each level (and repeat), reset the engine, drive the load with
-the samplers around it, turn the raw data into a level result, hand it on."""
+"""Run one in-process level: reset the engine, drive the load with the samplers around
+it, turn the raw data into a LevelResult."""
 
 from __future__ import annotations
 
 import asyncio
 import time
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
 from perfkit.config.schema import Profile
@@ -13,48 +13,14 @@ from perfkit.engine.async_engine import AsyncEngine
 from perfkit.engine.engine import Engine
 from perfkit.measure.samplers import LevelSamplers
 from perfkit.records import RequestRecord
+from perfkit.result.level import LevelResult, LoadPoint
 from perfkit.sweep.level import LevelRun, level_result
 from perfkit.sweep.load import EngineServe, OnRecord, OnWarm, Serve, closed_loop, open_loop
+from perfkit.sweep.plan import SweepPlan
 from perfkit.workload import RequestSpec, arrival_times, generate
 
 
-@dataclass(frozen=True)
-class Level:
-    concurrency: int | None = None  # closed loop
-    rate: float | None = None  # open loop, requests/s
-
-    @property
-    def label(self) -> str:
-        return f"concurrency {self.concurrency}" if self.rate is None else f"rate {self.rate:g}/s"
-
-
-@dataclass(frozen=True)
-class SweepPlan:
-    levels: list[Level]
-    num_requests: int  # measured requests per level
-    num_warmup: int
-    repeats: int
-    samplers: bool = True  # False: wall time only (to measure the samplers' cost)
-
-
-def plan_from_profile(profile: Profile, concurrency: list[int] | None = None,
-                      rates: list[float] | None = None, requests: int | None = None,
-                      repeats: int | None = None, warmup: int | None = None) -> SweepPlan:
-    """Command-line values win over the profile's [sweep] and [workload]."""
-    sw = profile.sweep
-    if concurrency is None and rates is None:
-        concurrency, rates = sw.concurrency, sw.rates
-    levels = [Level(concurrency=c) for c in concurrency or []]
-    levels += [Level(rate=r) for r in rates or []]
-    return SweepPlan(
-        levels=levels,
-        num_requests=profile.workload.num_requests if requests is None else requests,
-        num_warmup=sw.warmup if warmup is None else warmup,
-        repeats=sw.repeats if repeats is None else repeats,
-    )
-
-
-def level_specs(profile: Profile, plan: SweepPlan, level: Level) -> list[RequestSpec]:
+def level_specs(profile: Profile, plan: SweepPlan, level: LoadPoint) -> list[RequestSpec]:
     """Warm-up requests first (ids < num_warmup), then the measured ones; open-loop
     levels get arrival offsets at the level's rate (poisson unless the profile bursts)."""
     num = plan.num_warmup + plan.num_requests
@@ -68,17 +34,16 @@ def level_specs(profile: Profile, plan: SweepPlan, level: Level) -> list[Request
     return [replace(s, arrival_s=t) for s, t in zip(specs, times)]
 
 
-async def drive(serve: Serve, specs: list[RequestSpec], level: Level, num_warmup: int,
+async def drive(serve: Serve, specs: list[RequestSpec], level: LoadPoint, num_warmup: int,
                 t0: float, on_record: OnRecord, on_warm: OnWarm) -> list[RequestRecord]:
     """One level's load through `serve`, closed or open loop as the level says."""
-    if level.rate is None:
-        assert level.concurrency is not None
+    if level.concurrency is not None:
         return await closed_loop(serve, specs, level.concurrency, num_warmup, on_record,
                                  on_warm)
     return await open_loop(serve, specs, num_warmup, t0, on_record, on_warm)
 
 
-async def _drive(engine: Engine, specs: list[RequestSpec], level: Level, num_warmup: int,
+async def _drive(engine: Engine, specs: list[RequestSpec], level: LoadPoint, num_warmup: int,
                  t0: float, on_record: OnRecord, on_warm: OnWarm) -> list[RequestRecord]:
     async with AsyncEngine(engine) as aeng:
         return await drive(EngineServe(aeng, t0), specs, level, num_warmup, t0, on_record,
@@ -89,8 +54,8 @@ def _noop(record: Any) -> None:
     pass
 
 
-def run_level(engine: Engine, profile: Profile, plan: SweepPlan, level: Level,
-              repeat: int, on_record: OnRecord = _noop) -> dict[str, Any]:
+def run_level(engine: Engine, profile: Profile, plan: SweepPlan, level: LoadPoint,
+              repeat: int, on_record: OnRecord = _noop) -> LevelResult:
     engine.reset()
     specs = level_specs(profile, plan, level)
     samplers = LevelSamplers(profile.sweep.nvml_hz, enabled=plan.samplers)
@@ -104,12 +69,6 @@ def run_level(engine: Engine, profile: Profile, plan: SweepPlan, level: Level,
     t0 = time.perf_counter()
     records = asyncio.run(_drive(engine, specs, level, plan.num_warmup, t0, on_record, on_warm))
     measurements = samplers.stop()
-    run = LevelRun(level.concurrency, level.rate, repeat, records, engine.stats,
-                   engine.pool.counters, engine.pool.num_blocks, engine.block_size, measurements)
+    run = LevelRun(level, repeat, records, engine.stats, engine.pool.counters,
+                   engine.pool.num_blocks, engine.block_size, measurements)
     return level_result(run, profile.slo)
-
-
-def schedule(plan: SweepPlan) -> list[tuple[Level, int]]:
-    """(level, repeat) in run order: repeats interleaved (all levels, then again), so
-    slow drift of the machine spreads over every level instead of biasing one."""
-    return [(level, r) for r in range(plan.repeats) for level in plan.levels]

@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 import psutil
-import torch
 
-from perfkit.config.presets import DTYPE_BYTES
-from perfkit.config.profile import pool_blocks
+from perfkit.config.presets import DTYPE_BYTES, num_parameters
 from perfkit.config.schema import Profile
 from perfkit.config.units import format_bytes
 from perfkit.engine.engine import resolve_device
-from perfkit.engine.layers.model import num_parameters
+from perfkit.engine.kv_spec import KVSpec
 from perfkit.errors import PerfkitError
 
 HEADROOM = 0.8  # use at most this share of the free memory
@@ -19,15 +17,15 @@ HEADROOM = 0.8  # use at most this share of the free memory
 def footprint_bytes(profile: Profile) -> int:
     """Weights + KV cache (activations and workspaces are small next to them)."""
     m = profile.model
-    weights = num_parameters(m) * DTYPE_BYTES[m.dtype]
-    kv = pool_blocks(profile) * profile.engine.block_size * m.kv_bytes_per_token
-    return weights + kv
+    return num_parameters(m) * DTYPE_BYTES[m.dtype] + KVSpec.from_profile(profile).nbytes
 
 
 def check_fits(profile: Profile) -> None:
     device = resolve_device(profile.engine.device)
     need = footprint_bytes(profile)
     if device.type == "cuda":
+        import torch  # resolve_device has imported it
+
         free, _ = torch.cuda.mem_get_info(device)
         where = "GPU memory free"
     else:

@@ -65,7 +65,7 @@ def test_summarise_counter_reset_and_nothing_scraped():
     assert not dead.available and dead.num_failed == 3 and "no scrape" in dead.reason
 
 
-def test_scraper_polls_a_live_endpoint(stub):
+def _counting_metrics(server_stub):
     counter = {"n": 0}
 
     def metrics() -> str:
@@ -73,16 +73,42 @@ def test_scraper_polls_a_live_endpoint(stub):
         return (f"vllm:num_preemptions_total {counter['n']}\n"
                 f"vllm:kv_cache_usage_perc {counter['n'] / 10}\n")
 
-    server = stub(metrics=metrics)
-    url = server.url.removesuffix("/v1") + "/metrics"
+    server = server_stub(metrics=metrics)
+    return counter, server.url.removesuffix("/v1") + "/metrics"
 
-    async def go():
-        scraper = Scraper(url, time.perf_counter(), interval_s=0.05)
-        await scraper.start()  # baseline: n = 1
-        await asyncio.sleep(0.3)
-        return await scraper.stop()
 
-    m = asyncio.run(go())
+def test_scraper_polls_a_live_endpoint(stub):
+    counter, url = _counting_metrics(stub)
+    scraper = Scraper(url, time.perf_counter(), interval_s=0.05)
+    scraper.start()  # baseline: n = 1
+    time.sleep(0.3)
+    m = scraper.stop()
     assert m.available and m.num_failed == 0 and m.num_scrapes >= 3
     assert m.preemptions == counter["n"] - 1
     assert m.kv_usage_peak == counter["n"] / 10
+
+
+def test_scraper_keeps_its_rate_while_the_event_loop_is_blocked(stub):
+    """Its own thread: a load generator busy in its event loop cannot starve it."""
+    _, url = _counting_metrics(stub)
+
+    async def busy_loop() -> None:
+        time.sleep(0.5)  # blocks the loop, as a saturated client does
+
+    scraper = Scraper(url, time.perf_counter(), interval_s=0.05)
+    scraper.start()
+    asyncio.run(busy_loop())
+    m = scraper.stop()
+    assert m.num_scrapes >= 5  # ~10 at 20 Hz; an in-loop poller gets 1
+
+
+def test_mark_restarts_the_baseline_and_timeline(stub):
+    counter, url = _counting_metrics(stub)
+    scraper = Scraper(url, time.perf_counter(), interval_s=0.05)
+    scraper.start()
+    time.sleep(0.2)
+    scraper.mark()
+    time.sleep(0.2)
+    before_stop = counter["n"]
+    m = scraper.stop()
+    assert 0 < m.preemptions < before_stop  # counted from the mark, not from the start

@@ -5,8 +5,10 @@ from __future__ import annotations
 import copy
 
 import pytest
+from levels import level as typed_level
 
 from perfkit.config.profile import Overrides, load_profile
+from perfkit.result.sweep import Knee
 from perfkit.summary.findings import find_all
 
 
@@ -16,6 +18,7 @@ def clean_level():
         "counts": {"preemptions": 0, "steps": 1000},
         "latency": {"tpot": {"p99": 0.02}, "ttft": {"p99": 0.1}},
         "kv": {"peak_blocks_used": 100, "blocks_total": 512, "peak_waiting": 0,
+               "usage_peak": 100 / 512,
                "mean_blocks_used": 50.0, "mean_slots_used": 760.0, "block_size": 16},
         "cpu": {"available": True, "user_s": 2.0, "system_s": 0.05, "system_share": 0.024,
                 "num_minor_faults": 2000, "wall_s": 2.5, "run_queue_wait_s": 0.1,
@@ -27,7 +30,7 @@ def clean_level():
 
 def ids(levels, profile_name="default", sets=(), knee=None):
     prof = load_profile(profile_name, Overrides(sets=tuple(sets)))
-    return [f["id"] for f in find_all(levels, prof, knee)]
+    return [f.id for f in find_all([typed_level(lv) for lv in levels], prof, knee)]
 
 
 def test_clean_level_has_no_findings():
@@ -66,6 +69,6 @@ def test_prefix_caching_missed():
 
 
 def test_saturation_from_knee():
-    knee = {"level": 8, "sentence": "Throughput stops growing at concurrency 8."}
+    knee = Knee(8, "throughput-plateau", "Throughput stops growing at concurrency 8.", [])
     found = ids([clean_level()], knee=knee)
     assert found == ["saturation"]

@@ -3,6 +3,7 @@ from collections.abc import Callable
 
 import pytest
 
+from perfkit.result.codec import to_json
 from perfkit.summary.knee import LevelPoint, find_knee
 
 DOUBLINGS = [1, 2, 4, 8, 16, 32, 64, 128, 256]
@@ -128,4 +129,4 @@ def test_zero_throughput_reference_is_not_judged() -> None:
     assert knee.level is None
     assert knee.throughput_gain_per_doubling == [None, None]
     assert knee.sentence == "No knee up to concurrency 2."
-    assert knee.to_dict()["reason"] == "none"
+    assert to_json(knee)["reason"] == "none"

@@ -1,0 +1,72 @@
+"""The sweep document: what ran (profile, environment, plan, target), its levels in run
+order, the knee, the findings, and whether every level ran."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from perfkit.result.level import LevelResult
+
+SCHEMA = "perfkit.sweep/2"
+SCHEMA_V1 = "perfkit.sweep/1"  # still read: upgraded on load (perfkit.result.upgrade)
+
+KneeReason = Literal["throughput-plateau", "latency-superlinear", "both", "none", "too-few-levels"]
+
+
+@dataclass(frozen=True)
+class Knee:
+    level: float | None  # x at the knee; None when none was found
+    reason: KneeReason
+    sentence: str  # one sentence for humans, with the numbers
+    throughput_gain_per_doubling: list[float | None]  # per level vs its reference; [0] is None
+
+
+@dataclass(frozen=True)
+class Finding:
+    id: str
+    severity: str  # "warning" or "info"
+    message: str
+    evidence: dict[str, Any]
+    fix: str
+
+
+@dataclass(frozen=True)
+class ProfileInfo:
+    name: str
+    sha256: str  # of the resolved profile: equal hashes, equal runs
+    resolved: dict[str, Any]  # every key, defaults filled in
+
+
+@dataclass(frozen=True)
+class Plan:
+    levels: list[str]  # load point labels, in order
+    requests: int  # measured requests per level
+    warmup: int
+    repeats: int
+    samplers: bool
+
+
+@dataclass(frozen=True)
+class TargetInfo:
+    url: str
+    model: str
+    scrape_metrics: str | None
+
+
+@dataclass(frozen=True, kw_only=True)
+class SweepResult:
+    schema: str = SCHEMA
+    kind: str = "sweep"
+    profile: ProfileInfo
+    environment: dict[str, Any]  # versions, CPU, GPU, device, device_class (see measure.envinfo)
+    plan: Plan
+    target: TargetInfo | None = None  # remote sweeps only
+    levels: list[LevelResult] = field(default_factory=list)  # run order, repeats interleaved
+    knee: Knee | None = None
+    findings: list[Finding] = field(default_factory=list)
+    complete: bool = False  # False until the last level is written
+
+    @property
+    def device_class(self) -> str:
+        return str(self.environment.get("device_class", ""))

@@ -1,0 +1,173 @@
+"""run_sweep: a whole sweep as a library call, in-process or against a target.
+
+    profile -> plan -> for each (level, repeat), repeats interleaved:
+                          [stacks around] run one level -> write the result file
+            -> knee, findings -> SweepResult
+
+A UI follows along through `SweepEvents` (progress, per-level summaries); `stop()` is
+asked before every level, so a signal handler can end the sweep after the current one.
+Interrupted sweeps return what they measured with `complete=False`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any, Protocol
+
+from perfkit.config.profile import profile_dict, profile_sha256
+from perfkit.config.schema import Profile
+from perfkit.measure.envinfo import collect
+from perfkit.records import RequestRecord
+from perfkit.result.codec import from_json
+from perfkit.result.level import LevelResult, LoadPoint
+from perfkit.result.stacks import StacksInfo
+from perfkit.result.sweep import Plan, ProfileInfo, SweepResult, TargetInfo
+from perfkit.summary.findings import find_all
+from perfkit.summary.knee import knee_of
+from perfkit.sweep.plan import SweepPlan, plan_from_profile
+from perfkit.sweep.writer import ResultWriter
+
+# Runs one (level, repeat), calling back per request: the in-process engine or a target.
+LevelRunner = Callable[[LoadPoint, int, Callable[[RequestRecord], None]], LevelResult]
+
+
+@dataclass(frozen=True)
+class StackOptions:
+    out_dir: Path  # level-LABEL.folded / .speedscope.json / .svg go here
+    rate_hz: float
+    native: bool
+
+
+@dataclass(frozen=True)
+class TargetOptions:
+    """--target and its companions, as given (checked by perfkit.remote.target)."""
+
+    url: str
+    model: str | None = None
+    api_key_env: str | None = None
+    timeout_s: float | None = None
+    scrape_url: str | None = None
+
+
+class SweepEvents(Protocol):
+    """What a UI hears while a sweep runs (all optional to act on)."""
+
+    def level_started(self, index: int, total: int, point: LoadPoint, repeat: int,
+                      plan: SweepPlan) -> None: ...
+    def request_done(self, record: RequestRecord) -> None: ...
+    def level_done(self, level: LevelResult, recording: Any | None, kernels: Any | None
+                   ) -> None: ...
+
+
+class QuietEvents:
+    def level_started(self, index: int, total: int, point: LoadPoint, repeat: int,
+                      plan: SweepPlan) -> None:
+        pass
+
+    def request_done(self, record: RequestRecord) -> None:
+        pass
+
+    def level_done(self, level: LevelResult, recording: Any | None, kernels: Any | None
+                   ) -> None:
+        pass
+
+
+def _never() -> bool:
+    return False
+
+
+def _in_process(prof: Profile, plan: SweepPlan) -> tuple[LevelRunner, dict[str, Any], None]:
+    from perfkit.engine.engine import Engine
+    from perfkit.sweep.runner import run_level
+    from perfkit.sweep.sizing import check_fits
+
+    check_fits(prof)
+    engine = Engine(prof)
+
+    def run_one(point: LoadPoint, repeat: int, tick: Callable[[RequestRecord], None]
+                ) -> LevelResult:
+        return run_level(engine, prof, plan, point, repeat, tick)
+
+    return run_one, {"device": str(engine.device)}, None
+
+
+def _remote(prof: Profile, plan: SweepPlan, opts: TargetOptions
+            ) -> tuple[LevelRunner, dict[str, Any], TargetInfo]:
+    from perfkit.remote.driver import run_remote_level
+    from perfkit.remote.target import RemoteOptions, connect
+
+    remote = connect(RemoteOptions(opts.url, opts.model, opts.api_key_env, opts.timeout_s,
+                                   opts.scrape_url), prof, plan)
+
+    def run_one(point: LoadPoint, repeat: int, tick: Callable[[RequestRecord], None]
+                ) -> LevelResult:
+        return run_remote_level(remote, point, repeat, tick)
+
+    target = TargetInfo(remote.target.url, remote.target.model, remote.scrape_url)
+    # Results of one served model compare with each other, not with in-process runs.
+    return run_one, {"device": "remote", "device_class": f"remote:{target.model}"}, target
+
+
+def _header(prof: Profile, plan: SweepPlan, where: dict[str, Any],
+            target: TargetInfo | None) -> SweepResult:
+    env = collect()
+    return SweepResult(
+        profile=ProfileInfo(prof.name, profile_sha256(prof), profile_dict(prof)),
+        environment=env.to_dict() | {"device_class": env.device_class} | where,
+        plan=Plan([lv.label for lv in plan.levels], plan.num_requests, plan.num_warmup,
+                  plan.repeats, plan.samplers),
+        target=target)
+
+
+def _with_stacks(run_one: LevelRunner, point: LoadPoint, repeat: int, plan: SweepPlan,
+                 stacks: StackOptions, events: SweepEvents) -> LevelResult:
+    from perfkit.stacks.record import record_level
+    from perfkit.stacks.torch_kernels import cuda_kernel_profile
+
+    label = point.slug + (f"-r{repeat}" if plan.repeats > 1 else "")
+    with record_level(stacks.out_dir, label, stacks.rate_hz, stacks.native) as rec, \
+            cuda_kernel_profile(stacks.out_dir / f"level-{label}.kernels.folded") as kernels:
+        level = run_one(point, repeat, events.request_done)
+    info = from_json(StacksInfo, rec.to_dict() | {"kernels": kernels.to_dict()}, "stacks")
+    events.level_done(replace(level, stacks=info), rec, kernels)
+    return replace(level, stacks=info)
+
+
+def _levels(run_one: LevelRunner, plan: SweepPlan, writer: ResultWriter,
+            stacks: StackOptions | None, events: SweepEvents, stop: Callable[[], bool]) -> bool:
+    """Every (level, repeat); True when all ran."""
+    runs = plan.schedule()
+    for i, (point, repeat) in enumerate(runs):
+        if stop():
+            return False
+        events.level_started(i, len(runs), point, repeat, plan)
+        if stacks is None:
+            level = run_one(point, repeat, events.request_done)
+            events.level_done(level, None, None)
+        else:
+            level = _with_stacks(run_one, point, repeat, plan, stacks, events)
+        writer.add_level(level)
+    return True
+
+
+def run_sweep(prof: Profile, path: Path | None = None, *, samplers: bool = True,
+              stacks: StackOptions | None = None, target: TargetOptions | None = None,
+              events: SweepEvents | None = None, stop: Callable[[], bool] = _never
+              ) -> SweepResult:
+    """Run every level of `prof` (its [sweep] and [workload]); the result file at `path`
+    is rewritten after every level. KeyboardInterrupt ends the sweep after writing what
+    was measured (complete=False)."""
+    plan = plan_from_profile(prof, samplers)
+    run_one, where, info = (_in_process(prof, plan) if target is None
+                            else _remote(prof, plan, target))
+    writer = ResultWriter(path, _header(prof, plan, where, info))
+    try:
+        complete = _levels(run_one, plan, writer, stacks, events or QuietEvents(), stop)
+    except KeyboardInterrupt:
+        complete = False
+    levels = writer.result.levels
+    knee = knee_of(levels) if levels else None
+    writer.finish(knee, find_all(levels, prof, knee), complete)
+    return writer.result
