@@ -1,131 +1,155 @@
-"""Renderers of a sweep result: rich table, Markdown, CSV (JSON is the document itself).
+"""The summary tables of a sweep result, as rich renderables and as Markdown.
 
-All read the same document; none decorates machine output.
+Both read the same columns: (header, cell) pairs over a `LevelResult`. Timings are
+noisy; counts are deterministic for profile + seed. A value the level did not measure
+prints n/a (see perfkit.report.cells): a remote level has no engine steps, no block or
+slot counts and, without scraping, no preemptions; its KV cell is the scraped share.
 """
 
 from __future__ import annotations
 
-import csv
-import io
-from typing import Any
+from collections.abc import Callable
 
 from rich import box
-from rich.console import Group
+from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
+from perfkit.report.cells import NA, count, level_name, ms, num, pct
+from perfkit.result import GuardSection, LevelResult, SweepResult
+from perfkit.result.remote import ClientOverhead
 
-def _ms(value: float | None) -> str:
-    return "-" if value is None else f"{value * 1e3:.1f}"
-
-
-def _num(value: float | None, digits: int = 1) -> str:
-    return "-" if value is None else f"{value:.{digits}f}"
-
-
-def _level(lv: dict[str, Any]) -> str:
-    rep = f" #{lv['repeat']}" if lv.get("repeat") else ""
-    return (f"c={lv['concurrency']}" if lv["rate"] is None else f"{lv['rate']:g}/s") + rep
+Cell = Callable[[LevelResult], str]
+Columns = list[tuple[str, Cell]]
 
 
-def _gpu(lv: dict[str, Any]) -> str:
-    gpu = lv["gpu"]
-    return f"{gpu['peak_used_bytes'] / 2**30:.1f} GiB" if gpu.get("available") else "n/a"
+def _gpu(lv: LevelResult) -> str:
+    gpu = lv.gpu
+    return f"{gpu.peak_used_bytes / 2**30:.1f} GiB" if gpu.available else NA
 
 
-def _kv_peak(lv: dict[str, Any]) -> str:
-    """Blocks in-process; a remote server's scraped usage share (or n/a without scraping)."""
-    kv = lv["kv"]
-    if "usage_peak" in kv:
-        return "n/a" if kv["usage_peak"] is None else f"{kv['usage_peak']:.0%}"
-    return f"{kv['peak_blocks_used']}/{kv['blocks_total']}"
+def _kv_peak(lv: LevelResult) -> str:
+    """Blocks in-process; a remote server's scraped usage share (n/a without scraping)."""
+    kv = lv.kv
+    if lv.remote:
+        return pct(kv.usage_peak)
+    if kv.peak_blocks_used is None or kv.blocks_total is None:
+        return NA
+    return f"{kv.peak_blocks_used}/{kv.blocks_total}"
 
 
-def _faults(lv: dict[str, Any]) -> str:
-    return f"{lv['cpu']['num_minor_faults'] / max(lv['counts']['steps'], 1):.0f}"
+def _cpu(get: Callable[[LevelResult], str]) -> Cell:
+    """A CPU cell; n/a when the process sampler did not run (its figures are zeros)."""
+    return lambda lv: get(lv) if lv.cpu.available else NA
 
 
-# (header, getter) per table. Timings are noisy; counts are deterministic for profile + seed.
-TIMINGS: list[tuple[str, Any]] = [
-    ("level", _level),
-    ("req/s", lambda lv: _num(lv["throughput"]["requests_per_s"], 2)),
-    ("out\ntok/s", lambda lv: _num(lv["throughput"]["output_tokens_per_s"])),
-    ("TTFT\np50 ms", lambda lv: _ms(lv["latency"]["ttft"]["p50"])),
-    ("TTFT\np99 ms", lambda lv: _ms(lv["latency"]["ttft"]["p99"])),
-    ("TPOT\np50 ms", lambda lv: _ms(lv["latency"]["tpot"]["p50"])),
-    ("TPOT\np99 ms", lambda lv: _ms(lv["latency"]["tpot"]["p99"])),
-    ("E2E\np99 s", lambda lv: _num(lv["latency"]["e2e"]["p99"], 2)),
-    ("goodput", lambda lv: _num((lv["goodput"]["share"] or 0) * 100, 0) + "%"),
+def _faults(lv: LevelResult) -> str:
+    steps = lv.counts.steps
+    return NA if steps is None else f"{lv.cpu.num_minor_faults / max(steps, 1):.0f}"
+
+
+def _goodput(share: float | None) -> str:
+    return NA if share is None else num(share * 100, 0) + "%"
+
+
+def _gc_max(lv: LevelResult) -> str:
+    return ms(lv.gc.max_s) if lv.gc.available else NA
+
+
+TIMINGS: Columns = [
+    ("level", level_name),
+    ("req/s", lambda lv: num(lv.throughput.requests_per_s, 2)),
+    ("out\ntok/s", lambda lv: num(lv.throughput.output_tokens_per_s)),
+    ("TTFT\np50 ms", lambda lv: ms(lv.latency.ttft.p50)),
+    ("TTFT\np99 ms", lambda lv: ms(lv.latency.ttft.p99)),
+    ("TPOT\np50 ms", lambda lv: ms(lv.latency.tpot.p50)),
+    ("TPOT\np99 ms", lambda lv: ms(lv.latency.tpot.p99)),
+    ("E2E\np99 s", lambda lv: num(lv.latency.e2e.p99, 2)),
+    ("goodput", lambda lv: _goodput(lv.goodput.share)),
 ]
-RESOURCES: list[tuple[str, Any]] = [
-    ("level", _level),
-    ("user\ns", lambda lv: _num(lv["cpu"]["user_s"], 2)),
-    ("sys\ns", lambda lv: _num(lv["cpu"]["system_s"], 2)),
-    ("sys\nshare", lambda lv: f"{lv['cpu']['system_share']:.1%}"),
-    ("faults\n/step", _faults),
-    ("invol.\nctx sw", lambda lv: str(lv["cpu"]["num_involuntary_ctx_switches"])),
-    ("runq\nwait s", lambda lv: _num(lv["cpu"].get("run_queue_wait_s"), 2)),
-    ("GC max\nms", lambda lv: _ms(lv["gc"].get("max_s"))),
+RESOURCES: Columns = [
+    ("level", level_name),
+    ("user\ns", _cpu(lambda lv: num(lv.cpu.user_s, 2))),
+    ("sys\ns", _cpu(lambda lv: num(lv.cpu.system_s, 2))),
+    ("sys\nshare", _cpu(lambda lv: pct(lv.cpu.system_share, 1))),
+    ("faults\n/step", _cpu(_faults)),
+    ("invol.\nctx sw", _cpu(lambda lv: count(lv.cpu.num_involuntary_ctx_switches))),
+    ("runq\nwait s", _cpu(lambda lv: num(lv.cpu.run_queue_wait_s, 2))),
+    ("GC max\nms", _gc_max),
     ("GPU\npeak", _gpu),
 ]
-COUNTS: list[tuple[str, Any]] = [
-    ("level", _level),
-    ("reqs", lambda lv: str(lv["counts"]["requests"])),
-    ("out\ntokens", lambda lv: str(lv["counts"]["output_tokens"])),
-    ("rej.", lambda lv: str(sum(lv["counts"]["rejected"].values()))),
-    ("pre-\nempt", lambda lv: str(lv["counts"]["preemptions"])),
-    ("KV peak\nblocks", lambda lv: _kv_peak(lv)),
-    ("KV peak\nslots", lambda lv: str(lv["kv"]["peak_slots_used"])),
-    ("prefix\nhit", lambda lv: f"{lv['prefix_hit_rate']:.0%}"),
-    ("steps", lambda lv: str(lv["counts"]["steps"])),
+COUNTS: Columns = [
+    ("level", level_name),
+    ("reqs", lambda lv: count(lv.counts.requests)),
+    ("out\ntokens", lambda lv: count(lv.counts.output_tokens)),
+    ("rej.", lambda lv: count(lv.counts.num_rejected)),
+    ("pre-\nempt", lambda lv: count(lv.counts.preemptions)),
+    ("KV peak\nblocks", _kv_peak),
+    ("KV peak\nslots", lambda lv: count(lv.kv.peak_slots_used)),
+    ("prefix\nhit", lambda lv: pct(lv.prefix_hit_rate)),
+    ("steps", lambda lv: count(lv.counts.steps)),
 ]
-def _ended(reason: str) -> Any:
-    return lambda lv: str(lv.get("guard", {}).get("counts", {}).get("ended", {}).get(reason, 0))
 
 
-GUARD: list[tuple[str, Any]] = [
-    ("level", _level),
-    ("tool\ncalls", lambda lv: str(lv["guard"]["counts"]["tool_calls"])),
-    ("invalid\ncalls", lambda lv: str(lv["guard"]["counts"]["invalid_tool_calls"])),
+def _guard(get: Callable[[GuardSection], str]) -> Cell:
+    """A guard cell; n/a on a level without a guard section (a remote level)."""
+    return lambda lv: NA if lv.guard is None else get(lv.guard)
+
+
+def _ended(reason: str) -> Cell:
+    # `ended` holds the reasons that occurred: a missing one is a measured 0.
+    return _guard(lambda g: str(g.counts.ended.get(reason, 0)))
+
+
+def _client(get: Callable[[ClientOverhead], str]) -> Cell:
+    """A load-generator cell; n/a on an in-process level."""
+    return lambda lv: NA if lv.client is None else get(lv.client)
+
+
+GUARD: Columns = [
+    ("level", level_name),
+    ("tool\ncalls", _guard(lambda g: str(g.counts.tool_calls))),
+    ("invalid\ncalls", _guard(lambda g: str(g.counts.invalid_tool_calls))),
     ("ended\nstop", _ended("stop")),
     ("ended\nloop", _ended("loop")),
     ("ended\nlength", _ended("length")),
-    ("guard\nµs/step", lambda lv: _num(lv["guard"]["timing"]["us_per_step"], 0)),
+    ("guard\nµs/step", _guard(lambda g: num(g.timing.us_per_step, 0))),
 ]
-TABLES = [("Timings (noisy)", TIMINGS), ("CPU, GC, GPU (noisy)", RESOURCES),
-          ("Counts (deterministic)", COUNTS)]
-
-
-CLIENT: list[tuple[str, Any]] = [
-    ("level", _level),
-    ("errors", lambda lv: str(lv["errors"]["total"])),
-    ("client\nCPU", lambda lv: f"{lv['client']['cpu_share']:.0%}"),
-    ("CPU ms\n/request", lambda lv: _ms(lv["client"]["cpu_per_request_s"])),
-    ("loop lag\np99 ms", lambda lv: _ms(lv["client"]["loop_lag"].get("p99"))),
+CLIENT: Columns = [
+    ("level", level_name),
+    ("errors", lambda lv: NA if lv.errors is None else str(lv.errors.total)),
+    ("client\nCPU", _client(lambda c: pct(c.cpu_share))),
+    ("CPU ms\n/request", _client(lambda c: ms(c.cpu_per_request_s))),
+    ("loop lag\np99 ms", _client(lambda c: ms(c.loop_lag.get("p99")))),
 ]
+TABLES: list[tuple[str, Columns]] = [
+    ("Timings (noisy)", TIMINGS), ("CPU, GC, GPU (noisy)", RESOURCES),
+    ("Counts (deterministic)", COUNTS)]
 
 
-def _tables(doc: dict[str, Any]) -> list[tuple[str, list[tuple[str, Any]]]]:
-    """The guard table when some level ran tool calls or cut a loop; the client table
-    for a remote target."""
-    levels = doc["levels"]
+def _guard_ran(lv: LevelResult) -> bool:
+    return lv.guard is not None and bool(lv.guard.counts.tool_calls
+                                         or lv.guard.counts.ended.get("loop"))
+
+
+def tables_of(result: SweepResult) -> list[tuple[str, Columns]]:
+    """The three tables; the guard table when some level ran tool calls or cut a loop;
+    the client table for a remote target."""
     tables = list(TABLES)
-    if any(lv.get("guard", {}).get("counts", {}).get("tool_calls")
-           or lv.get("guard", {}).get("counts", {}).get("ended", {}).get("loop")
-           for lv in levels):
+    if any(_guard_ran(lv) for lv in result.levels):
         tables.append(("Guard (counts; µs/step is a timing)", GUARD))
-    if any("client" in lv for lv in levels):
+    if any(lv.remote for lv in result.levels):
         tables.append(("Remote target: errors (count) and load-generator cost (noisy)", CLIENT))
     return tables
 
 
-def rows(doc: dict[str, Any], columns: list[tuple[str, Any]]) -> tuple[list[str], list[list[str]]]:
+def rows(result: SweepResult, columns: Columns) -> tuple[list[str], list[list[str]]]:
     headers = [h for h, _ in columns]
-    return headers, [[get(lv) for _, get in columns] for lv in doc["levels"]]
+    return headers, [[cell(lv) for _, cell in columns] for lv in result.levels]
 
 
-def _table(doc: dict[str, Any], title: str, columns: list[tuple[str, Any]]) -> Table:
-    headers, body = rows(doc, columns)
+def _table(result: SweepResult, title: str, columns: Columns) -> Table:
+    headers, body = rows(result, columns)
     table = Table(title=title, title_justify="left", title_style="bold", box=box.SIMPLE_HEAD,
                   pad_edge=False)
     for h in headers:
@@ -135,54 +159,30 @@ def _table(doc: dict[str, Any], title: str, columns: list[tuple[str, Any]]) -> T
     return table
 
 
-def rich_summary(doc: dict[str, Any]) -> Group:
-    parts: list[Any] = [Text(f"perfkit sweep: {doc['profile']['name']}", style="bold")]
-    parts += [_table(doc, title, cols) for title, cols in _tables(doc)]
-    if doc.get("knee"):
-        parts.append(Text(f"Knee: {doc['knee']['sentence']}"))
-    for f in doc.get("findings", []):
-        style = "yellow" if f["severity"] == "warning" else "cyan"
-        parts.append(Text.assemble((f"[{f['severity']}] {f['id']}: ", style), f["message"],
-                                   ("\n  fix: " + f["fix"], "dim")))
-    if not doc.get("findings"):
+def rich_summary(result: SweepResult) -> RenderableType:
+    parts: list[RenderableType] = [Text(f"perfkit sweep: {result.profile.name}", style="bold")]
+    parts += [_table(result, title, cols) for title, cols in tables_of(result)]
+    if result.knee is not None:
+        parts.append(Text(f"Knee: {result.knee.sentence}"))
+    for f in result.findings:
+        style = "yellow" if f.severity == "warning" else "cyan"
+        parts.append(Text.assemble((f"[{f.severity}] {f.id}: ", style), f.message,
+                                   ("\n  fix: " + f.fix, "dim")))
+    if not result.findings:
         parts.append(Text("No findings.", style="green"))
     return Group(*parts)
 
 
-def markdown(doc: dict[str, Any]) -> str:
-    out = [f"## perfkit sweep: {doc['profile']['name']}"]
-    for title, cols in _tables(doc):
-        headers, body = rows(doc, cols)
+def markdown(result: SweepResult) -> str:
+    out = [f"## perfkit sweep: {result.profile.name}"]
+    for title, cols in tables_of(result):
+        headers, body = rows(result, cols)
         headers = [h.replace("\n", " ") for h in headers]
         out += ["", f"### {title}", "", "| " + " | ".join(headers) + " |",
                 "|" + "---|" * len(headers)]
         out += ["| " + " | ".join(r) + " |" for r in body]
-    if doc.get("knee"):
-        out += ["", f"**Knee:** {doc['knee']['sentence']}"]
-    for f in doc.get("findings", []):
-        out += [f"- **{f['severity']}** `{f['id']}`: {f['message']} _Fix:_ {f['fix']}"]
+    if result.knee is not None:
+        out += ["", f"**Knee:** {result.knee.sentence}"]
+    for f in result.findings:
+        out += [f"- **{f.severity}** `{f.id}`: {f.message} _Fix:_ {f.fix}"]
     return "\n".join(out) + "\n"
-
-
-def csv_text(doc: dict[str, Any]) -> str:
-    """One row per level in base units (seconds, per second), for spreadsheets."""
-    buf = io.StringIO()
-    writer = csv.writer(buf)
-    stats = ("p50", "p90", "p99", "max", "mean", "stddev")
-    header = ["concurrency", "rate", "repeat", "requests_per_s", "output_tokens_per_s",
-              "goodput_share"]
-    header += [f"{m}_{s}_s" for m in ("ttft", "tpot", "itl", "e2e") for s in stats]
-    header += ["preemptions", "peak_blocks_used", "blocks_total", "prefix_hit_rate",
-               "user_s", "system_s", "minor_faults"]
-    writer.writerow(header)
-    for lv in doc["levels"]:
-        lat, cpu = lv["latency"], lv["cpu"]
-        writer.writerow(
-            [lv["concurrency"], lv["rate"], lv["repeat"], lv["throughput"]["requests_per_s"],
-             lv["throughput"]["output_tokens_per_s"], lv["goodput"]["share"]]
-            + [lat[m][s] for m in ("ttft", "tpot", "itl", "e2e") for s in stats]
-            + [lv["counts"]["preemptions"], lv["kv"]["peak_blocks_used"],
-               lv["kv"]["blocks_total"], lv["prefix_hit_rate"], cpu["user_s"],
-               cpu["system_s"], cpu["num_minor_faults"]]
-        )
-    return buf.getvalue()
