@@ -33,16 +33,14 @@ class Flame:
 
 
 def stack_key(lv: Level, repeated: bool) -> str:
-    kind, x = x_of(lv)
-    base = f"{x:g}" if kind == "concurrency" else f"rate-{x:g}"
-    return base + (f"-r{lv['repeat']}" if repeated else "")
+    return lv.point.slug + (f"-r{lv.repeat}" if repeated else "")
 
 
 def _stack_levels(s: SweepIn) -> dict[str, Level]:
     """Key -> level, for the levels recorded with --stacks (an SVG path present)."""
-    repeated = any(lv["repeat"] for lv in s.levels)
+    repeated = any(lv.repeat for lv in s.levels)
     return {stack_key(lv, repeated): lv for lv in s.levels
-            if isinstance(lv.get("stacks"), dict) and lv["stacks"].get("svg_path")}
+            if lv.stacks is not None and lv.stacks.svg_path}
 
 
 def normalise_key(text: str) -> str:
@@ -70,7 +68,7 @@ def choose_key(sweeps: Sequence[SweepIn], requested: str | None) -> str | None:
     if not found:
         return None
     return max(found, key=lambda k: (x_of(found[k])[0] == "concurrency",
-                                     level_order(found[k])[1], -found[k]["repeat"]))
+                                     level_order(found[k])[1], -found[k].repeat))
 
 
 def _candidates(recorded: str, s: SweepIn, search_dirs: Sequence[Path]) -> list[Path]:
@@ -100,9 +98,9 @@ def flames(sweeps: Sequence[SweepIn], requested: str | None,
     out = []
     for s in sweeps:
         lv = _stack_levels(s).get(key) if key is not None else None
-        if lv is None:
+        if lv is None or lv.stacks is None or lv.stacks.svg_path is None:
             continue
-        recorded = str(lv["stacks"]["svg_path"])
+        recorded = lv.stacks.svg_path
         svg, note = _read_svg(_candidates(recorded, s, search_dirs))
         out.append(Flame(s.label, key or "", recorded, svg, note))
     return out

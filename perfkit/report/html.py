@@ -15,12 +15,12 @@ from pathlib import Path
 from typing import Any
 
 from perfkit import __version__
+from perfkit.files import atomic_write_text
 from perfkit.report import flame_embed
 from perfkit.report.charts import Chart, color_of
-from perfkit.report.report_inputs import ReportInput, inputs_from_docs, load_inputs
+from perfkit.report.report_inputs import InMemory, ReportInput, inputs_from_results, load_inputs
 from perfkit.report.resource_charts import cpu_charts, frag_chart, gpu_chart, kv_chart
 from perfkit.report.sweep_charts import distribution_charts, load_charts, sweeps_of
-from perfkit.sweep.result import atomic_write_text
 
 CSS = """
 :root{color-scheme:light}
@@ -60,13 +60,13 @@ def chart_figure(chart: Chart) -> str:
 
 
 def _describe(inp: ReportInput) -> str:
-    doc = inp.doc
-    if inp.kind == "sweep":
-        env = doc.get("environment") or {}
-        knee = (doc.get("knee") or {}).get("sentence") or "no knee found"
-        done = "" if doc.get("complete", True) else " (incomplete: interrupted)"
-        return (f"{len(doc['levels'])} levels on {_esc(env.get('device_class', '?'))}, "
+    if inp.sweep is not None:
+        result, env = inp.sweep, inp.sweep.environment
+        knee = (result.knee.sentence if result.knee else "") or "no knee found"
+        done = "" if result.complete else " (incomplete: interrupted)"
+        return (f"{len(result.levels)} levels on {_esc(env.get('device_class', '?'))}, "
                 f"perfkit {_esc(env.get('perfkit', '?'))}{done}. {_esc(knee)}")
+    doc = inp.frag or {}
     budget = doc.get("budget") or {}
     rec = doc.get("recommendation") or {}
     advice = f" Block size {rec['block_size']}: {rec.get('reason', '')}." if rec.get(
@@ -78,11 +78,10 @@ def _describe(inp: ReportInput) -> str:
 def inputs_table(inputs: Sequence[ReportInput]) -> str:
     rows = []
     for i, inp in enumerate(inputs):
-        prof = inp.doc.get("profile") or {}
-        sha = str(prof.get("sha256") or "")[:12]
+        name, sha = inp.profile
         rows.append(f'<tr><td><span class="swatch" style="background:{color_of(i)}"></span>'
                     f"{_esc(inp.label)}</td><td>{inp.kind}</td>"
-                    f"<td>{_esc(prof.get('name', '?'))} <code>{_esc(sha)}</code></td>"
+                    f"<td>{_esc(name)} <code>{_esc(sha[:12])}</code></td>"
                     f"<td>{_describe(inp)}</td></tr>")
     return ("<table><tr><th>input</th><th>kind</th><th>profile</th><th>summary</th></tr>"
             + "".join(rows) + "</table>")
@@ -92,15 +91,15 @@ def findings_html(inputs: Sequence[ReportInput]) -> str:
     parts = []
     many = sum(inp.kind == "sweep" for inp in inputs) > 1
     for inp in inputs:
-        if inp.kind != "sweep":
+        if inp.sweep is None:
             continue
         items = []
-        for f in inp.doc["findings"]:
-            sev = _esc(f.get("severity", "info"))
-            evidence = _esc(json.dumps(f.get("evidence", {}), indent=1))
+        for f in inp.sweep.findings:
+            sev = _esc(f.severity)
+            evidence = _esc(json.dumps(f.evidence, indent=1))
             items.append(f'<li><span class="sev sev-{sev}">{sev}</span>'
-                         f"<b>{_esc(f.get('id', ''))}</b>: {_esc(f.get('message', ''))}"
-                         f"<br><i>Fix:</i> {_esc(f.get('fix', ''))}"
+                         f"<b>{_esc(f.id)}</b>: {_esc(f.message)}"
+                         f"<br><i>Fix:</i> {_esc(f.fix)}"
                          f"<details><summary>evidence</summary><pre>{evidence}</pre>"
                          "</details></li>")
         head = f"<h3>{_esc(inp.label)}</h3>" if many else ""
@@ -160,11 +159,12 @@ def render_html(inputs: Sequence[ReportInput], flame: str | None = None,
             + "".join(sections) + "</main></body></html>\n")
 
 
-def write_report(results: list[dict[str, Any]], out_path: Path,
-                 labels: list[str] | None = None, flame_level: str | None = None) -> Path:
-    """Report on result documents already in memory (perfkit sweep --report); relative
-    stack paths also resolve against the report's folder. Written atomically."""
-    inputs = inputs_from_docs(results, labels)
+def write_report(results: Sequence[InMemory], out_path: Path,
+                 labels: Sequence[str] | None = None, flame_level: str | None = None) -> Path:
+    """Report on results already in memory (perfkit sweep --report: SweepResults;
+    fragmentation results as their documents); relative stack paths also resolve
+    against the report's folder. Written atomically."""
+    inputs = inputs_from_results(results, labels)
     atomic_write_text(out_path, render_html(inputs, flame_level, [out_path.parent]))
     return out_path
 

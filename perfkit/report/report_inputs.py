@@ -1,38 +1,34 @@
 """The report's inputs: result files read, recognised by content, checked, labelled.
 
-A file is a sweep result (schema "perfkit.sweep/1") or a fragmentation result
-(schema "perfkit.fragmentation/1"); anything else, or one missing a field the
-charts read, is a PerfkitError with one line naming the file and the field.
+A file is a sweep result (schema "perfkit.sweep/2", or "/1", upgraded on read) decoded
+into a `SweepResult`, or a fragmentation result (schema "perfkit.fragmentation/1") kept
+as its document. Anything else, or one missing a field the charts read, is a
+PerfkitError with one line naming the file and the field.
 Invariant after `load_inputs`: labels are unique and non-empty, in file order.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
 from perfkit.errors import PerfkitError
+from perfkit.files import read_json
 from perfkit.fragmentation.render import SCHEMA as FRAG_SCHEMA
-from perfkit.sweep.result import SCHEMA as SWEEP_SCHEMA
+from perfkit.result import SweepResult
+from perfkit.result.io import decode_result
+from perfkit.result.sweep import SCHEMA as SWEEP_SCHEMA
+from perfkit.result.sweep import SCHEMA_V1 as SWEEP_SCHEMA_V1
 
 Kind = Literal["sweep", "fragmentation"]
-KINDS_BY_SCHEMA: dict[str, Kind] = {SWEEP_SCHEMA: "sweep", FRAG_SCHEMA: "fragmentation"}
+KINDS_BY_SCHEMA: dict[str, Kind] = {SWEEP_SCHEMA: "sweep", SWEEP_SCHEMA_V1: "sweep",
+                                    FRAG_SCHEMA: "fragmentation"}
 NUM = (int, float)
-OPT_NUM = (int, float, type(None))
-# (dotted path inside a level, accepted types): what the sweep charts read.
+# A level's load point, checked before the full decode so the message names the level.
 LEVEL_FIELDS: tuple[tuple[str, tuple[type, ...]], ...] = (
-    ("concurrency", (int, type(None))), ("rate", OPT_NUM), ("repeat", (int,)),
-    ("throughput.output_tokens_per_s", OPT_NUM),
-    *((f"latency.{m}.{k}", OPT_NUM) for m in ("ttft", "tpot", "e2e")
-      for k in ("min", "p50", "p90", "p99", "max")),
-    ("kv.blocks_total", (int,)), ("kv.timeline.t_s", (list,)),
-    ("kv.timeline.blocks_used", (list,)),
-    ("cpu.available", (bool,)), ("cpu.user_s", NUM), ("cpu.system_s", NUM),
-    ("cpu.num_minor_faults", (int,)), ("cpu.num_major_faults", (int,)),
-    ("gpu.available", (bool,)), ("gpu.timeline", (list,)),
+    ("concurrency", (int, type(None))), ("rate", (int, float, type(None))), ("repeat", (int,)),
 )
 POLICY_FIELDS: tuple[tuple[str, tuple[type, ...]], ...] = (
     ("name", (str,)), *((k, NUM) for k in ("used", "reserved", "internal", "external", "free")),
@@ -41,10 +37,28 @@ POLICY_FIELDS: tuple[tuple[str, tuple[type, ...]], ...] = (
 
 @dataclass(frozen=True)
 class ReportInput:
+    """One input: a typed sweep result or a fragmentation document (exactly one)."""
+
     label: str  # names this input's series in every chart
-    kind: Kind
-    doc: dict[str, Any]
     source: Path | None  # the file read; relative stack paths resolve against its folder
+    sweep: SweepResult | None = None
+    frag: dict[str, Any] | None = None
+
+    def __post_init__(self) -> None:
+        if (self.sweep is None) == (self.frag is None):
+            raise ValueError("a report input is a sweep or a fragmentation result")
+
+    @property
+    def kind(self) -> Kind:
+        return "sweep" if self.sweep is not None else "fragmentation"
+
+    @property
+    def profile(self) -> tuple[str, str]:
+        """(profile name, sha256) as the result recorded them."""
+        if self.sweep is not None:
+            return self.sweep.profile.name, self.sweep.profile.sha256
+        prof = (self.frag or {}).get("profile") or {}
+        return str(prof.get("name", "?")), str(prof.get("sha256") or "")
 
 
 def _lookup(obj: Any, dotted: str) -> Any:
@@ -71,26 +85,17 @@ def _numbers(values: Any) -> bool:
 
 
 def _check_level_series(lv: dict[str, Any], where: str) -> None:
-    """The plotted series hold numbers; a level is closed-loop or open-loop."""
-    if lv["concurrency"] is None and lv["rate"] is None:
-        raise PerfkitError(f"{where}: has neither a concurrency nor a rate")
-    timeline = lv["kv"]["timeline"]
-    if not (_numbers(timeline["t_s"]) and _numbers(timeline["blocks_used"])):
+    """The plotted series hold numbers (where present: the decode checks the rest)."""
+    timeline = (lv.get("kv") or {}).get("timeline") or {}
+    if not all(_numbers(timeline.get(k, [])) for k in ("t_s", "blocks_used")):
         raise PerfkitError(f"{where}: kv.timeline holds something other than numbers")
-    for point in lv["gpu"]["timeline"]:
+    gpu = lv.get("gpu") or {}
+    for point in gpu.get("timeline") or []:
         if not (isinstance(point, dict) and _numbers([point.get("t_s"), point.get("used_bytes")])):
             raise PerfkitError(f"{where}: gpu.timeline has a malformed sample {point!r}")
 
 
-def kind_of(doc: Any, where: str) -> Kind:
-    """Recognise a result by its schema; check the fields the charts read."""
-    schema = doc.get("schema") if isinstance(doc, dict) else None
-    if schema not in KINDS_BY_SCHEMA:
-        expected = " or ".join(repr(s) for s in KINDS_BY_SCHEMA)
-        raise PerfkitError(f"{where}: not a perfkit sweep or fragmentation result "
-                           f"(schema {schema!r}; expected {expected})")
-    kind = KINDS_BY_SCHEMA[schema]
-    assert isinstance(doc, dict)
+def _entries(doc: dict[str, Any], kind: Kind, where: str) -> list[Any]:
     key = "levels" if kind == "sweep" else "policies"
     if not isinstance(doc.get(key), list):
         raise PerfkitError(f"{where}: malformed {kind} result ({key!r} is not a list)")
@@ -98,25 +103,39 @@ def kind_of(doc: Any, where: str) -> Kind:
     if not all(isinstance(x, dict) for x in items):
         raise PerfkitError(f"{where}: malformed {kind} result (an entry of {key!r} "
                            "is not an object)")
-    fields = LEVEL_FIELDS if kind == "sweep" else POLICY_FIELDS
-    for i, item in enumerate(items):
-        _check(item, fields, f"{where}: {'level' if kind == 'sweep' else 'policy'} {i}")
+    return list(items)
+
+
+def kind_of(doc: Any, where: str) -> Kind:
+    """Recognise a result by its schema; check the fields the charts read by name."""
+    schema = doc.get("schema") if isinstance(doc, dict) else None
+    if schema not in KINDS_BY_SCHEMA:
+        expected = " or ".join(repr(s) for s in KINDS_BY_SCHEMA)
+        raise PerfkitError(f"{where}: not a perfkit sweep or fragmentation result "
+                           f"(schema {schema!r}; expected {expected})")
+    kind = KINDS_BY_SCHEMA[schema]
+    assert isinstance(doc, dict)
+    for i, item in enumerate(_entries(doc, kind, where)):
         if kind == "sweep":
+            _check(item, LEVEL_FIELDS, f"{where}: level {i}")
             _check_level_series(item, f"{where}: level {i}")
-    if kind == "sweep":
-        _check(doc, (("findings", (list,)), ("knee", (dict, type(None)))), where)
+        else:
+            _check(item, POLICY_FIELDS, f"{where}: policy {i}")
     return kind
 
 
+def input_of(doc: Any, where: str, label: str, source: Path | None) -> ReportInput:
+    """A parsed document as an input: a sweep decoded (v1 upgraded), a fragmentation
+    result checked."""
+    if kind_of(doc, where) == "sweep":
+        return ReportInput(label, source, sweep=decode_result(doc, where))
+    return ReportInput(label, source, frag=doc)
+
+
 def read_doc(path: Path) -> dict[str, Any]:
-    try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise PerfkitError(f"{path}: no such file") from None
-    except IsADirectoryError:
-        raise PerfkitError(f"{path}: is a folder, not a result file") from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise PerfkitError(f"{path}: not a readable JSON result ({err})") from None
+    if path.is_dir():
+        raise PerfkitError(f"{path}: is a folder, not a result file")
+    doc = read_json(path)
     if not isinstance(doc, dict):
         raise PerfkitError(f"{path}: not a perfkit sweep or fragmentation result")
     return doc
@@ -164,20 +183,25 @@ def load_inputs(paths: Sequence[Path], labels: Sequence[str] | None = None
         raise PerfkitError("give at least one result file (perfkit sweep --json / "
                            "perfkit fragmentation --json)")
     names = check_labels(labels, len(paths)) if labels else default_labels(paths)
-    out = []
-    for path, name in zip(paths, names):
-        doc = read_doc(path)
-        out.append(ReportInput(name, kind_of(doc, str(path)), doc, path))
-    return out
+    return [input_of(read_doc(path), str(path), name, path) for path, name in zip(paths, names)]
 
 
-def inputs_from_docs(docs: Sequence[dict[str, Any]], labels: Sequence[str] | None = None
-                     ) -> list[ReportInput]:
-    """Documents already in memory (perfkit sweep --report): labelled by profile name."""
-    if not docs:
+InMemory = SweepResult | dict[str, Any]  # a typed sweep, or a document (fragmentation)
+
+
+def _profile_name(result: InMemory) -> str:
+    if isinstance(result, SweepResult):
+        return result.profile.name or "result"
+    return str((result.get("profile") or {}).get("name") or "result")
+
+
+def inputs_from_results(results: Sequence[InMemory], labels: Sequence[str] | None = None
+                        ) -> list[ReportInput]:
+    """Results already in memory (perfkit sweep --report): labelled by profile name.
+    A document (a dict) is recognised by its schema, as a file would be."""
+    if not results:
         raise PerfkitError("no results to report")
-    if labels:
-        names = check_labels(labels, len(docs))
-    else:
-        names = dedupe([str((d.get("profile") or {}).get("name") or "result") for d in docs])
-    return [ReportInput(n, kind_of(d, f"result {n!r}"), d, None) for d, n in zip(docs, names)]
+    names = (check_labels(labels, len(results)) if labels
+             else dedupe([_profile_name(r) for r in results]))
+    return [ReportInput(n, None, sweep=r) if isinstance(r, SweepResult)
+            else input_of(r, f"result {n!r}", n, None) for r, n in zip(results, names)]

@@ -11,11 +11,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from perfkit.fragmentation.types import KINDS
+from perfkit.report.cells import level_name
 from perfkit.report.chart_axes import Axis
 from perfkit.report.chart_bars import Stack, stacked_bars
 from perfkit.report.charts import Chart, Series, line_chart, tint
 from perfkit.report.report_inputs import ReportInput, frag_policies
-from perfkit.report.sweep_charts import Level, SweepIn, level_name, level_order, level_rows, named
+from perfkit.report.sweep_charts import Level, SweepIn, level_order, level_rows, named
 
 GIB = float(2**30)
 KIND_COLORS = {"used": "#2da44e", "reserved": "#d4a72c", "internal": "#cf222e",
@@ -35,14 +36,16 @@ def _per_level(s: SweepIn) -> list[tuple[Level, str]]:
 
 def kv_chart(sweeps: Sequence[SweepIn]) -> Chart:
     many = len(sweeps) > 1
-    series = [Series(named(s, level_name(lv), many), list(lv["kv"]["timeline"]["t_s"]),
-                     list(lv["kv"]["timeline"]["blocks_used"]), color, markers=False)
+    series = [Series(named(s, level_name(lv), many), list(lv.kv.timeline.t_s),
+                     list(lv.kv.timeline.blocks_used), color, markers=False)
               for s in sweeps for lv, color in _per_level(s)]
-    totals = sorted({f"{lv['kv']['blocks_total']:,}" for s in sweeps for lv in s.levels})
+    totals = sorted({f"{lv.kv.blocks_total:,}" for s in sweeps for lv in s.levels
+                     if lv.kv.blocks_total is not None})
+    pool = (f"The pool holds {' / '.join(totals)} blocks; one point per sampled engine step "
+            "(up to 200 per level)." if totals else
+            "No engine block pool: a remote server exports its KV usage as a share only.")
     return line_chart("kv-usage", "KV blocks used over time, per level", series, TIME_AXIS,
-                      Axis("KV blocks used"), (),
-                      f"The pool holds {' / '.join(totals)} blocks; one point per sampled "
-                      "engine step (up to 200 per level).")
+                      Axis("KV blocks used"), (), pool)
 
 
 def gpu_chart(sweeps: Sequence[SweepIn]) -> Chart:
@@ -51,14 +54,13 @@ def gpu_chart(sweeps: Sequence[SweepIn]) -> Chart:
     reasons = set()
     for s in sweeps:
         for lv, color in _per_level(s):
-            gpu = lv["gpu"]
-            if not gpu["available"] or not gpu["timeline"]:
-                reasons.add(str(gpu.get("reason") or "no samples"))
+            gpu = lv.gpu
+            if not gpu.available or not gpu.samples:
+                reasons.add(gpu.reason or "no samples")
                 continue
             series.append(Series(named(s, level_name(lv), many),
-                                 [float(p["t_s"]) for p in gpu["timeline"]],
-                                 [p["used_bytes"] for p in gpu["timeline"]], color,
-                                 markers=False))
+                                 [float(p.t_s) for p in gpu.samples],
+                                 [p.used_bytes for p in gpu.samples], color, markers=False))
     note = ("NVML unavailable" + (f": {'; '.join(sorted(reasons))}" if reasons else "")
             if not series else "Device memory in use, all processes (NVML, ~10 Hz).")
     return line_chart("gpu-memory", "GPU memory over time (NVML), per level", series,
@@ -75,7 +77,7 @@ def _bar_stacks(sweeps: Sequence[SweepIn], keys: tuple[str, str], names: tuple[s
     stacks = []
     for s in sweeps:
         for key, name, shade in zip(keys, names, (0.0, 0.55)):
-            values = [float(lv["cpu"][key]) if t is s and lv["cpu"]["available"] else None
+            values = [float(getattr(lv.cpu, key)) if t is s and lv.cpu.available else None
                       for t, lv in rows]
             stacks.append(Stack(named(s, name, many), values, tint(s.color, shade)))
     return cats, stacks
@@ -99,7 +101,7 @@ def frag_chart(inputs: Sequence[ReportInput]) -> Chart:
     """Time-averaged share of each policy's pool, by kind of waste."""
     frags = [inp for inp in inputs if inp.kind == "fragmentation"]
     many = len(frags) > 1
-    rows = [(inp, p) for inp in frags for p in frag_policies(inp.doc)]
+    rows = [(inp, p) for inp in frags for p in frag_policies(inp.frag or {})]
     cats = [str(p["name"]) + (f" · {inp.label}" if many else "") for inp, p in rows]
     stacks = [Stack(kind, [float(p[kind]) for _, p in rows], KIND_COLORS[kind])
               for kind in KINDS]

@@ -2,7 +2,7 @@
 concurrency (knee marked), and latency distributions per level.
 
 Curves: one point per x (concurrency, or arrival rate for open-loop levels);
-repeats of a level are averaged, as the knee does (`perfkit.sweep.result.knee_of`).
+repeats of a level are averaged, as the knee does (`perfkit.summary.knee.knee_of`).
 Each input keeps one colour (`color_of(index in the report)`) in every chart.
 """
 
@@ -10,14 +10,15 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
 
+from perfkit.report.cells import level_name
 from perfkit.report.chart_axes import Axis
 from perfkit.report.chart_bars import LADDER_KEYS, LadderRow, ladder_chart
 from perfkit.report.charts import Chart, Mark, Series, color_of, line_chart
 from perfkit.report.report_inputs import ReportInput
+from perfkit.result import Distribution, LevelResult, SweepResult
 
-Level = dict[str, Any]
+Level = LevelResult
 X_AXES = {"concurrency": Axis("concurrency (clients)", log2=True),
           "rate": Axis("arrival rate (requests/s)", log2=True)}
 MS = 1e-3
@@ -35,8 +36,13 @@ class SweepIn:
         return self.inp.label
 
     @property
+    def result(self) -> SweepResult:
+        assert self.inp.sweep is not None  # sweeps_of keeps sweep inputs only
+        return self.inp.sweep
+
+    @property
     def levels(self) -> list[Level]:
-        return list(self.inp.doc["levels"])
+        return list(self.result.levels)
 
 
 def sweeps_of(inputs: Sequence[ReportInput]) -> list[SweepIn]:
@@ -45,21 +51,13 @@ def sweeps_of(inputs: Sequence[ReportInput]) -> list[SweepIn]:
 
 def x_of(lv: Level) -> tuple[str, float]:
     """("concurrency", C) for a closed-loop level, ("rate", R) for an open-loop one."""
-    if lv["concurrency"] is not None:
-        return "concurrency", float(lv["concurrency"])
-    return "rate", float(lv["rate"])
-
-
-def level_name(lv: Level) -> str:
-    """As the terminal table names it: c=4, 2/s; '#1' for the second repeat."""
-    kind, x = x_of(lv)
-    base = f"c={x:g}" if kind == "concurrency" else f"{x:g}/s"
-    return base + (f" #{lv['repeat']}" if lv["repeat"] else "")
+    point = lv.point
+    return ("concurrency" if point.closed else "rate"), point.x
 
 
 def level_order(lv: Level) -> tuple[int, float, int]:
     kind, x = x_of(lv)
-    return (0 if kind == "concurrency" else 1, x, lv["repeat"])
+    return (0 if kind == "concurrency" else 1, x, lv.repeat)
 
 
 def named(s: SweepIn, what: str, many: bool) -> str:
@@ -85,19 +83,24 @@ def _knee_marks(sweeps: Sequence[SweepIn], kind: str) -> list[Mark]:
         return []
     marks = []
     for s in sweeps:
-        knee = s.inp.doc.get("knee") or {}
-        if isinstance(knee.get("level"), (int, float)):
+        knee = s.result.knee
+        if knee is not None and knee.level is not None:
             label = "knee" + (f" {s.label}" if len(sweeps) > 1 else "")
-            marks.append(Mark(float(knee["level"]), label, s.color))
+            marks.append(Mark(float(knee.level), label, s.color))
     return marks
 
 
+def _dist(lv: Level, metric: str) -> Distribution:
+    dist: Distribution = getattr(lv.latency, metric)
+    return dist
+
+
 def _get(metric: str, pct: str) -> Callable[[Level], float | None]:
-    return lambda lv: lv["latency"][metric][pct]
+    return lambda lv: getattr(_dist(lv, metric), pct)
 
 
 def _throughput(lv: Level) -> float | None:
-    return lv["throughput"]["output_tokens_per_s"]
+    return lv.throughput.output_tokens_per_s
 
 
 def load_charts(sweeps: Sequence[SweepIn]) -> list[Chart]:
@@ -127,9 +130,9 @@ def load_charts(sweeps: Sequence[SweepIn]) -> list[Chart]:
 def _knee_sentences(sweeps: Sequence[SweepIn]) -> list[str]:
     out = []
     for s in sweeps:
-        knee = s.inp.doc.get("knee") or {}
-        if knee.get("sentence"):
-            out.append(("" if len(sweeps) == 1 else f"{s.label}: ") + str(knee["sentence"]))
+        knee = s.result.knee
+        if knee is not None and knee.sentence:
+            out.append(("" if len(sweeps) == 1 else f"{s.label}: ") + knee.sentence)
     return out
 
 
@@ -147,10 +150,10 @@ def distribution_charts(sweeps: Sequence[SweepIn]) -> list[Chart]:
     for metric, name in (("ttft", "TTFT"), ("tpot", "TPOT"), ("e2e", "E2E latency")):
         rows = []
         for s, lv in level_rows(sweeps):
-            stats = lv["latency"][metric]
-            if all(stats[k] is not None for k in LADDER_KEYS):
+            stats = {k: getattr(_dist(lv, metric), k) for k in LADDER_KEYS}
+            if all(v is not None for v in stats.values()):
                 rows.append(LadderRow(named(s, level_name(lv), many), s.color,
-                                      {k: float(stats[k]) for k in LADDER_KEYS}))
+                                      {k: float(v) for k, v in stats.items()}))
         charts.append(ladder_chart(
             f"{metric}-dist", f"{name} distribution per level", rows, Axis(f"{name} (ms)", MS),
             [(s.label, s.color) for s in sweeps],

@@ -1,14 +1,19 @@
 """Synthetic results and page readers for the report's tests (a helper, not a test module).
 
-`sweep_doc(...)` builds a sweep result with the fields the report reads, every
-number a simple function of the level, so a test can say which value belongs
-where; `frag_doc(...)` a fragmentation result. `chart_data(html)` returns
-{chart id: the figure's data-chart JSON}; `png_stats(png)` decodes a PNG with
-zlib and numpy only and says how many colours it holds.
+`level(...)` builds one level as the typed model and returns its perfkit.sweep/2 JSON,
+every number a simple function of the level, so a test can say which value belongs
+where; `remote_level(...)` a level measured against a remote target; `sweep_doc(...)`
+the document around them; `decode(doc)` the SweepResult a renderer takes; `as_v1(doc)`
+the same result as a perfkit.sweep/1 file wrote it. `frag_doc(...)` builds a
+fragmentation result. `chart_data(html)` returns {chart id: the figure's data-chart
+JSON}; `png_stats(png)` decodes a PNG with zlib and numpy only and says how many
+colours it holds.
 """
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 import json
 import struct
 import zlib
@@ -19,9 +24,34 @@ from typing import Any
 import numpy as np
 
 from perfkit.fragmentation.render import SCHEMA as FRAG_SCHEMA
-from perfkit.sweep.result import SCHEMA as SWEEP_SCHEMA
+from perfkit.measure.cuda_mem import CudaMemStats
+from perfkit.measure.gc import GcStats
+from perfkit.measure.nvml import NvmlSample, NvmlStats
+from perfkit.measure.proc import ProcStats
+from perfkit.result import (
+    Counts,
+    Distribution,
+    Goodput,
+    GuardCounts,
+    GuardSection,
+    GuardTiming,
+    KvSection,
+    KvTimeline,
+    Latency,
+    LevelResult,
+    SweepResult,
+    Throughput,
+)
+from perfkit.result.codec import to_json
+from perfkit.result.io import decode_result
+from perfkit.result.remote import ClientOverhead, ErrorCounts, ServerMetrics
+from perfkit.result.stacks import StacksInfo
+from perfkit.result.sweep import SCHEMA as SWEEP_SCHEMA
+from perfkit.result.sweep import SCHEMA_V1
 
 KINDS = ("used", "reserved", "internal", "external", "free")
+STEPS = [0.0, 0.1, 0.2, 0.3]
+SCRAPED = "vllm:kv_cache_usage_perc (scraped)"
 
 
 def dist(base: float) -> dict[str, float | int]:
@@ -30,29 +60,92 @@ def dist(base: float) -> dict[str, float | int]:
             "p50": base, "p90": base * 1.5, "p99": base * 2.0, "max": base * 2.5}
 
 
+def _latency(x: float) -> Latency:
+    return Latency(**{m: Distribution(**dist(base * x)) for m, base in  # type: ignore[arg-type]
+                      (("ttft", 0.010), ("tpot", 0.002), ("e2e", 0.100), ("itl", 0.002),
+                       ("queue", 0.001))})
+
+
+def _cpu(x: float) -> ProcStats:
+    return dataclasses.replace(
+        ProcStats.wall_only(1.0, ""), available=True, user_s=0.5 * x, system_s=0.05 * x,
+        system_share=0.05 / 0.55, cpu_per_wall=0.55 * x, num_involuntary_ctx_switches=3,
+        num_minor_faults=100 * int(x), num_major_faults=int(x) // 2, run_queue_wait_s=0.01)
+
+
+def _gpu(x: float, on: bool) -> NvmlStats:
+    if not on:
+        return NvmlStats.unavailable("no NVIDIA driver")
+    samples = [NvmlSample(t, int(2**30 * (x + t)), 50, None) for t in STEPS]
+    return dataclasses.replace(
+        NvmlStats.unavailable(""), available=True, device_name="Test GPU",
+        memory_total_bytes=2**34, peak_used_bytes=samples[-1].used_bytes,
+        mean_used_bytes=samples[0].used_bytes, samples=samples, num_samples=4)
+
+
+def _counts(x: float, **extra: Any) -> Counts:
+    n = int(x)
+    fields: dict[str, Any] = {"preemptions": n // 4, **extra}
+    return Counts(requests=10, completed=10, rejected={}, finish_reasons={"length": 10},
+                  prompt_tokens=640, output_tokens=80 * n, cached_tokens=64, warmup_excluded=0,
+                  **fields)
+
+
+def level_result(c: int | None, repeat: int = 0, rate: float | None = None,
+                 scale: float = 1.0, gpu: bool = False, svg: str | None = None) -> LevelResult:
+    """An in-process level: engine steps, the block pool, the guard."""
+    x = float(c if c is not None else rate or 1.0)
+    n = int(x)
+    used = [n * k for k in range(4)]
+    stacks = None if svg is None else StacksInfo(
+        sampler_used="thread", reason="", folded_path=svg.replace(".svg", ".folded"),
+        speedscope_path=None, svg_path=svg, num_samples=10, duration_s=1.0, rate_hz=50.0,
+        native=False)
+    return LevelResult(
+        concurrency=c, rate=rate, repeat=repeat,
+        counts=_counts(x, steps=40 * n, batched_tokens=720 * n, pool_allocations=5 * n,
+                       pool_frees=5 * n, pool_hits=4, pool_misses=36, pool_evictions=0,
+                       pool_copy_on_writes=0),
+        latency=_latency(x * scale * (1 + repeat / 10)),
+        throughput=Throughput(1.0, 10.0 * x, 100.0 * x * scale + repeat, 740.0 * x),
+        goodput=Goodput(10, 9, 0.9, 9.0, 1.0), observed_concurrency=x, prefix_hit_rate=0.1,
+        kv=KvSection(available=True, source="engine block pool", blocks_total=64,
+                     slots_total=1024, block_size=16, peak_blocks_used=used[-1],
+                     peak_slots_used=16 * used[-1], mean_blocks_used=1.5 * n,
+                     mean_slots_used=24.0 * n, usage_peak=used[-1] / 64,
+                     usage_mean=1.5 * n / 64, peak_waiting=0,
+                     timeline=KvTimeline(list(STEPS), used, [16 * u for u in used], [1] * 4,
+                                         [0] * 4)),
+        guard=GuardSection(GuardCounts({"length": 10}, 0, 0), GuardTiming(0.001, 25.0)),
+        cpu=_cpu(x), gc=GcStats(True, "", 2, 0.002, 0.0015), gpu=_gpu(x, gpu),
+        cuda=CudaMemStats.unavailable("no CUDA"), stacks=stacks)
+
+
 def level(c: int | None, repeat: int = 0, rate: float | None = None, scale: float = 1.0,
           gpu: bool = False, svg: str | None = None) -> dict[str, Any]:
-    x = float(c if c is not None else rate or 1.0)
-    steps = [0.0, 0.1, 0.2, 0.3]
-    lv: dict[str, Any] = {
-        "concurrency": c, "rate": rate, "repeat": repeat,
-        "throughput": {"output_tokens_per_s": 100.0 * x * scale + repeat},
-        "latency": {m: dist(base * x * scale * (1 + repeat / 10)) for m, base in
-                    (("ttft", 0.010), ("tpot", 0.002), ("e2e", 0.100), ("itl", 0.002),
-                     ("queue", 0.001))},
-        "kv": {"blocks_total": 64, "timeline": {
-            "t_s": steps, "blocks_used": [int(x) * k for k in range(4)],
-            "slots_used": [16 * int(x) * k for k in range(4)], "running": [1] * 4,
-            "waiting": [0] * 4}},
-        "cpu": {"available": True, "user_s": 0.5 * x, "system_s": 0.05 * x,
-                "num_minor_faults": 100 * int(x), "num_major_faults": int(x) // 2},
-        "gpu": {"available": gpu, "reason": "" if gpu else "no NVIDIA driver",
-                "timeline": [{"t_s": t, "used_bytes": int(2**30 * (x + t)), "util_pct": 50,
-                              "process_bytes": None} for t in steps] if gpu else []},
-    }
-    if svg is not None:
-        lv["stacks"] = {"svg_path": svg, "folded_path": svg.replace(".svg", ".folded")}
-    return lv
+    """An in-process level as perfkit.sweep/2 JSON."""
+    return dict(to_json(level_result(c, repeat, rate, scale, gpu, svg)))
+
+
+def remote_level(c: int, usage_peak: float | None = 0.42, preemptions: int | None = None
+                 ) -> dict[str, Any]:
+    """A level against a remote target, as perfkit.sweep/2 JSON: no engine steps, no
+    block or slot counts, no guard; its KV section is the scraped share (None: no scrape)."""
+    base = level_result(c)
+    scraped = usage_peak is not None
+    lv = dataclasses.replace(
+        base, counts=_counts(float(c), preemptions=preemptions), guard=None,
+        kv=KvSection(available=scraped, reason="" if scraped else "not scraped",
+                     source=SCRAPED, usage_peak=usage_peak,
+                     usage_mean=None if usage_peak is None else usage_peak / 2, peak_waiting=2),
+        server=(ServerMetrics(True, "", "http://server/metrics", num_scrapes=5,
+                              kv_usage_peak=usage_peak, preemptions=preemptions)
+                if scraped else ServerMetrics.unavailable("not scraped")),
+        errors=ErrorCounts(1, {"http-500": 1}, 0, None),
+        client=ClientOverhead(cpu_s=0.1, wall_s=1.0, cpu_share=0.1, requests=10,
+                              cpu_per_request_s=0.01, connections=c, lag_interval_s=0.01,
+                              loop_lag={"p99": 0.002}))
+    return dict(to_json(lv))
 
 
 def sweep_doc(levels: list[dict[str, Any]] | None = None, knee: float | None = 2.0,
@@ -61,13 +154,43 @@ def sweep_doc(levels: list[dict[str, Any]] | None = None, knee: float | None = 2
     return {"schema": SWEEP_SCHEMA, "kind": "sweep",
             "profile": {"name": name, "sha256": "ab" * 32, "resolved": {}},
             "environment": {"perfkit": "0.1.0", "device_class": "cpu:test"},
-            "plan": {"repeats": 1 + max((lv["repeat"] for lv in levels), default=0)},
+            "plan": {"levels": [f"concurrency {lv['concurrency']}" for lv in levels],
+                     "requests": 10, "warmup": 0, "samplers": True,
+                     "repeats": 1 + max((lv["repeat"] for lv in levels), default=0)},
+            "target": None,
             "levels": levels,
             "knee": None if knee is None else {"level": knee, "reason": "throughput-plateau",
-                                               "sentence": f"Knee at concurrency {knee:g}."},
+                                               "sentence": f"Knee at concurrency {knee:g}.",
+                                               "throughput_gain_per_doubling": []},
             "findings": [{"id": "saturation", "severity": "info", "message": "Saturated <here>.",
                           "evidence": {"level": knee}, "fix": "Cap concurrency."}],
             "complete": True}
+
+
+def decode(doc: dict[str, Any]) -> SweepResult:
+    return decode_result(doc, "test result")
+
+
+def as_v1(doc: dict[str, Any]) -> dict[str, Any]:
+    """A /2 document as perfkit.sweep/1 wrote it: remote levels with 0 for what a client
+    cannot see, no guard; in-process levels without the KV share; no remote-only keys."""
+    out = copy.deepcopy(doc) | {"schema": SCHEMA_V1}
+    for lv in out["levels"]:
+        if lv["client"] is None:
+            for key in ("server", "errors", "client"):
+                del lv[key]
+            for key in ("available", "reason", "source", "usage_peak", "usage_mean"):
+                del lv["kv"][key]
+            continue
+        del lv["guard"]
+        lv["counts"] |= {"steps": 0, "batched_tokens": 0,
+                         "preemptions": lv["counts"]["preemptions"] or 0}
+        lv["kv"] |= {k: 0 for k in ("blocks_total", "slots_total", "block_size",
+                                    "peak_blocks_used", "peak_slots_used", "mean_blocks_used",
+                                    "mean_slots_used")}
+        for req in lv["requests"]:
+            req["preemptions"] = 0
+    return out
 
 
 def policy(name: str, used: float, internal: float) -> dict[str, Any]:

@@ -16,15 +16,20 @@ import report_docs as rd
 from perfkit.errors import PerfkitError
 from perfkit.report.browser import capture, find_chromium
 from perfkit.report.html import render_html, write_report, write_report_files
-from perfkit.report.report_inputs import inputs_from_docs, load_inputs
+from perfkit.report.report_inputs import inputs_from_results, load_inputs
 
 CHROMIUM = find_chromium()
 needs_chromium = pytest.mark.skipif(
     CHROMIUM is None, reason="needs Chromium on PATH (apt-get install chromium)")
 
 
+def _inputs(*docs, labels=None):
+    """Documents decoded as the CLI decodes a file: the typed results the report takes."""
+    return inputs_from_results([rd.decode(d) for d in docs], labels)
+
+
 def _charts(*docs, labels=None, flame=None, search=()):
-    return rd.chart_data(render_html(inputs_from_docs(list(docs), labels), flame, search))
+    return rd.chart_data(render_html(_inputs(*docs, labels=labels), flame, search))
 
 
 def _series(chart):
@@ -73,7 +78,7 @@ def test_gpu_memory_timeline_or_the_reason_it_is_missing():
     series = _series(_charts(doc)["gpu-memory"])
     assert series["c=2"]["x"] == [p["t_s"] for p in doc["levels"][1]["gpu"]["timeline"]]
     assert series["c=2"]["y"] == [p["used_bytes"] for p in doc["levels"][1]["gpu"]["timeline"]]
-    page = render_html(inputs_from_docs([rd.sweep_doc()]))
+    page = render_html(_inputs(rd.sweep_doc()))
     assert rd.chart_data(page)["gpu-memory"]["series"] == []
     assert "NVML unavailable: no NVIDIA driver" in page
 
@@ -118,6 +123,16 @@ def test_overlay_labels_every_series_with_one_colour_per_input():
     assert cpu["user · current"][:2] == [None, cur["levels"][0]["cpu"]["user_s"]]
 
 
+def test_remote_levels_plot_what_the_client_measured_and_no_block_pool():
+    doc = rd.sweep_doc([rd.remote_level(c) for c in (1, 2)])
+    page = render_html(_inputs(doc))
+    charts = rd.chart_data(page)
+    assert charts["throughput"]["series"][0]["y"] == [
+        lv["throughput"]["output_tokens_per_s"] for lv in doc["levels"]]
+    assert [s["y"] for s in charts["kv-usage"]["series"]] == [[], []]
+    assert "No engine block pool" in page and "The pool holds" not in page
+
+
 def test_fragmentation_bars_are_the_policy_shares(tmp_path):
     doc = rd.frag_doc(live=True)
     charts = rd.chart_data(render_html(load_inputs([rd.write(tmp_path / "f.json", doc)])))
@@ -130,7 +145,7 @@ def test_fragmentation_bars_are_the_policy_shares(tmp_path):
 
 
 def test_findings_and_knee_sentence_are_on_the_page():
-    page = render_html(inputs_from_docs([rd.sweep_doc()]))
+    page = render_html(_inputs(rd.sweep_doc()))
     assert "Saturated &lt;here&gt;." in page and "Cap concurrency." in page
     assert "Knee at concurrency 2." in page
 
@@ -163,12 +178,12 @@ def test_flame_level_that_does_not_exist_is_a_clear_error(tmp_path):
     with pytest.raises(PerfkitError, match=r"--flame 16: .*choose one of 1, 2, 4"):
         render_html(load_inputs([path]), flame="16")
     with pytest.raises(PerfkitError, match="no result has stacks"):
-        render_html(inputs_from_docs([rd.sweep_doc()]), flame="8")
+        render_html(_inputs(rd.sweep_doc()), flame="8")
 
 
 def test_missing_flame_svg_is_a_note_not_a_failure(tmp_path):
     doc = rd.sweep_doc([rd.level(1, svg=str(tmp_path / "gone.svg"))])
-    page = render_html(inputs_from_docs([doc]))
+    page = render_html(_inputs(doc))
     assert rd.chart_data(page)["flame-graph"]["inputs"][0]["embedded"] is False
     assert "not found" in page
 
@@ -183,7 +198,8 @@ def test_report_is_self_contained(tmp_path):
 
 
 def test_write_report_labels_in_memory_results_by_profile(tmp_path):
-    out = write_report([rd.sweep_doc(name="p1"), rd.sweep_doc(name="p1")], tmp_path / "r.html")
+    out = write_report([rd.decode(rd.sweep_doc(name="p1")), rd.decode(rd.sweep_doc(name="p1"))],
+                       tmp_path / "r.html")
     charts = rd.chart_data(out.read_text(encoding="utf-8"))
     assert [s["label"] for s in charts["throughput"]["series"]] == ["p1 #1", "p1 #2"]
 
@@ -246,7 +262,7 @@ def test_the_browser_checks_catch_errors_and_blank_charts(tmp_path):
 def test_write_report_finds_relative_stacks_next_to_the_report(tmp_path, monkeypatch):
     doc = _with_stacks(tmp_path)
     monkeypatch.chdir("/")  # the recorded relative path does not resolve from here
-    out = write_report([doc], tmp_path / "r.html", flame_level="2")
+    out = write_report([rd.decode(doc)], tmp_path / "r.html", flame_level="2")
     page = out.read_text(encoding="utf-8")
     assert "frames of 2" in page
     assert rd.chart_data(page)["flame-graph"]["inputs"][0]["level"] == "2"
