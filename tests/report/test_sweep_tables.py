@@ -6,7 +6,9 @@ from __future__ import annotations
 import dataclasses
 import io
 import json
+from pathlib import Path
 
+import pytest
 import report_docs as rd
 from rich.console import Console
 
@@ -17,8 +19,9 @@ from perfkit.report.levels_csv import HEADER, csv_text
 from perfkit.report.sweep import markdown
 from perfkit.result import Distribution, GuardCounts, SweepResult
 from perfkit.result.codec import to_json
-from perfkit.result.io import decode_result, load_result
+from perfkit.result.io import decode_result, load_result, result_json
 
+REAL_V1 = Path(__file__).parents[1] / "result" / "data"  # written by perfkit sweep, schema /1
 COUNTS_HEAD = ("| level | reqs | out tokens | rej. | pre- empt | KV peak blocks | KV peak slots "
                "| prefix hit | steps |")
 
@@ -109,6 +112,24 @@ def test_a_v1_file_renders_as_its_v2_twin(tmp_path):
         pages = [write_report_files([tmp_path / f"{name}-{v}.json"], tmp_path / f"{name}-{v}.html",
                                     ["r"]).read_text(encoding="utf-8") for v in ("v1", "v2")]
         assert rd.chart_data(pages[0]) == rd.chart_data(pages[1])
+
+
+@pytest.mark.parametrize("name", ["v1-local", "v1-remote"])
+def test_real_v1_files_render_as_the_v2_files_they_upgrade_to(tmp_path, name):
+    v1_path = REAL_V1 / f"{name}.json"
+    v1 = load_result(v1_path)
+    v2_path = tmp_path / f"{name}-v2.json"
+    v2_path.write_text(result_json(v1), encoding="utf-8")
+    v2 = load_result(v2_path)
+    assert json.loads(v2_path.read_text())["schema"] == "perfkit.sweep/2"
+    for export in (markdown, csv_text, _text):
+        assert export(v1) == export(v2)
+    pages = [write_report_files([p], tmp_path / f"{i}.html", ["r"]).read_text(encoding="utf-8")
+             for i, p in enumerate((v1_path, v2_path))]
+    assert rd.chart_data(pages[0]) == rd.chart_data(pages[1])
+    if name == "v1-remote":  # v1 wrote 0 steps and 0 blocks remotely: never measured
+        assert _section(markdown(v1), "Counts (deterministic)")[2] == \
+            "| c=2 | 3 | 12 | 0 | n/a | n/a | n/a | 0% | n/a |"
 
 
 def test_the_exporters_and_the_out_files(tmp_path):
