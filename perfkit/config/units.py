@@ -1,4 +1,4 @@
-"""Parsing and printing sizes and durations for humans."""
+"""Parsing and printing sizes and durations for humans; integer ceiling division."""
 
 from __future__ import annotations
 
@@ -12,6 +12,11 @@ _UNITS = {
     "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40,
 }
 _SIZE = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*([a-zA-Z]*)\s*$")
+
+
+def cdiv(a: int, b: int) -> int:
+    """Ceiling division of integers (b > 0): blocks for `a` tokens of `b` per block."""
+    return -(-a // b)
 
 
 def parse_size(text: str, what: str = "size") -> int:

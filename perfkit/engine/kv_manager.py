@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
+from perfkit.config.units import cdiv
 from perfkit.engine.blocks import BlockHash, BlockPool, hash_blocks
 from perfkit.engine.sequence import Sequence
-
-
-def cdiv(a: int, b: int) -> int:
-    return -(-a // b)
 
 
 class KVManager:

@@ -17,8 +17,9 @@ from __future__ import annotations
 import heapq
 from dataclasses import dataclass, field
 
+from perfkit.config.units import cdiv
 from perfkit.engine.blocks import BlockPool
-from perfkit.engine.kv_manager import KVManager, cdiv
+from perfkit.engine.kv_manager import KVManager
 from perfkit.engine.sequence import SeqStatus, Sequence
 
 
