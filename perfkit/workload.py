@@ -3,13 +3,20 @@
 Everything is drawn from `random.Random` streams seeded by (seed, purpose), so
 the same profile and seed give the same requests in every process, and
 changing one knob (say the arrival rate) does not reshuffle the lengths.
+
+Token ids have streams of their own ("tokens", "prefixes"), so `generate(...,
+tokens=False)` skips them and gives the same lengths, groups, priorities and arrivals
+as `generate(...)` (RequestLengths instead of RequestSpec): 100k ShareGPT-like
+requests are 16M token draws (~10 s) that memory accounting does not need.
 """
 
 from __future__ import annotations
 
 import math
 import random
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Literal, overload
 
 from perfkit.config.schema import LengthDist, WorkloadConfig
 
@@ -30,8 +37,25 @@ class RequestSpec:
     tool_call: bool = False
 
     @property
+    def prompt_len(self) -> int:
+        return len(self.prompt)
+
+    @property
     def total_tokens(self) -> int:
         return len(self.prompt) + self.max_tokens
+
+
+@dataclass(frozen=True, slots=True)
+class RequestLengths:
+    """A request without its token ids: what `generate(..., tokens=False)` gives."""
+
+    request_id: int
+    prompt_len: int  # tokens, shared prefix included
+    max_tokens: int
+    priority: int = 0
+    arrival_s: float = 0.0
+    prefix_group: int | None = None
+    tool_call: bool = False
 
 
 def _rng(seed: int, purpose: str) -> random.Random:
@@ -50,6 +74,17 @@ def sample_length(dist: LengthDist, rng: random.Random) -> int:
         sigma2 = math.log1p((dist.std / dist.mean) ** 2)
         value = rng.lognormvariate(math.log(dist.mean) - sigma2 / 2, math.sqrt(sigma2))
     return int(min(max(round(value), dist.min), dist.max))
+
+
+def _sampler(dist: LengthDist, rng: random.Random) -> Callable[[], int]:
+    """`sample_length(dist, rng)` with a lognormal's parameters computed once: the same
+    draws from `rng` in the same order, the same arithmetic."""
+    if dist.kind != "lognormal":
+        return lambda: sample_length(dist, rng)
+    sigma2 = math.log1p((dist.std / dist.mean) ** 2)
+    mu, sigma, lo, hi = math.log(dist.mean) - sigma2 / 2, math.sqrt(sigma2), dist.min, dist.max
+    draw = rng.lognormvariate
+    return lambda: int(min(max(round(draw(mu, sigma)), lo), hi))
 
 
 def arrival_times(
@@ -78,39 +113,70 @@ def _prefixes(cfg: WorkloadConfig, vocab_size: int) -> list[tuple[int, ...]]:
     ]
 
 
+def _lengths(cfg: WorkloadConfig, max_model_len: int, num: int,
+             rate: float | None) -> list[RequestLengths]:
+    """Every draw except token ids, per request in this order: prefix group and priority
+    and tool call ("choice"), prompt then output length ("lengths")."""
+    lengths, choice = _rng(cfg.seed, "lengths"), _rng(cfg.seed, "choice")
+    sp, arrival = cfg.shared_prefix, cfg.arrival
+    times = arrival_times(
+        arrival.kind, arrival.rate if rate is None else rate, num, arrival.burst_size, cfg.seed
+    )
+    prios = [p.priority for p in cfg.priorities] or [0]
+    weights = [p.weight for p in cfg.priorities] or [1.0]
+    prompt_draw, output_draw = _sampler(cfg.prompt_len, lengths), _sampler(cfg.output_len, lengths)
+    out = []
+    for i in range(num):
+        group = None
+        if sp.groups and choice.random() < sp.share:
+            group = choice.randrange(sp.groups)
+        priority = choice.choices(prios, weights)[0]
+        tool_call = choice.random() < cfg.tool_call_share
+        prompt_len = prompt_draw() + (sp.length if group is not None else 0)
+        out_len = output_draw()
+        room = max_model_len - prompt_len
+        max_tokens = min(out_len, room) if room >= 1 else out_len
+        out.append(RequestLengths(i, prompt_len, max_tokens, priority, times[i], group,
+                                  tool_call))
+    return out
+
+
+@overload
+def generate(cfg: WorkloadConfig, vocab_size: int, max_model_len: int,
+             num_requests: int | None = None, rate: float | None = None, *,
+             tokens: Literal[True] = True) -> list[RequestSpec]: ...
+
+
+@overload
+def generate(cfg: WorkloadConfig, vocab_size: int, max_model_len: int,
+             num_requests: int | None = None, rate: float | None = None, *,
+             tokens: Literal[False]) -> list[RequestLengths]: ...
+
+
 def generate(
     cfg: WorkloadConfig,
     vocab_size: int,
     max_model_len: int,
     num_requests: int | None = None,
     rate: float | None = None,
-) -> list[RequestSpec]:
+    *,
+    tokens: bool = True,
+) -> list[RequestSpec] | list[RequestLengths]:
     """The profile's requests. Prompt lengths from `prompt_len` (after any shared prefix);
     outputs from `output_len`, clipped so prompt + output <= max_model_len where the
-    prompt fits at all (an over-long prompt is kept: admission control rejects it)."""
+    prompt fits at all (an over-long prompt is kept: admission control rejects it).
+    tokens=False: lengths only (the same draws, so the same lengths), no token ids."""
     num = cfg.num_requests if num_requests is None else num_requests
-    lengths, tokens, choice = (_rng(cfg.seed, p) for p in ("lengths", "tokens", "choice"))
+    shapes = _lengths(cfg, max_model_len, num, rate)
+    if not tokens:
+        return shapes
+    rng = _rng(cfg.seed, "tokens")
     prefixes = _prefixes(cfg, vocab_size)
-    arrival = cfg.arrival
-    times = arrival_times(
-        arrival.kind, arrival.rate if rate is None else rate, num, arrival.burst_size, cfg.seed
-    )
-    prios = [p.priority for p in cfg.priorities] or [0]
-    weights = [p.weight for p in cfg.priorities] or [1.0]
     specs = []
-    for i in range(num):
-        group = None
-        if prefixes and choice.random() < cfg.shared_prefix.share:
-            group = choice.randrange(len(prefixes))
-        priority = choice.choices(prios, weights)[0]
-        tool_call = choice.random() < cfg.tool_call_share
-        prompt_len = sample_length(cfg.prompt_len, lengths)
-        out_len = sample_length(cfg.output_len, lengths)
-        own = tuple(tokens.randrange(FIRST_TOKEN_ID, vocab_size) for _ in range(prompt_len))
-        prompt = (prefixes[group] if group is not None else ()) + own
-        room = max_model_len - len(prompt)
-        max_tokens = min(out_len, room) if room >= 1 else out_len
-        specs.append(
-            RequestSpec(i, prompt, max_tokens, priority, times[i], group, tool_call)
-        )
+    for r in shapes:
+        head = prefixes[r.prefix_group] if r.prefix_group is not None else ()
+        own = tuple(rng.randrange(FIRST_TOKEN_ID, vocab_size)
+                    for _ in range(r.prompt_len - len(head)))
+        specs.append(RequestSpec(r.request_id, head + own, r.max_tokens, r.priority,
+                                 r.arrival_s, r.prefix_group, r.tool_call))
     return specs

@@ -59,3 +59,16 @@ def test_priority_and_tool_call_mix():
     specs = generate(cfg, 100, 1024)
     share = sum(s.tool_call for s in specs) / len(specs)
     assert 0.2 < share < 0.3
+
+
+@pytest.mark.parametrize("name", ["default", "sharegpt", "alpaca", "shared-prefix", "tool-calls"])
+def test_lengths_only_gives_the_same_requests_without_tokens(name):
+    prof = load_profile(name)
+    args = (prof.workload, prof.model.vocab_size, prof.engine.max_model_len, 300)
+    full, lengths = generate(*args), generate(*args, tokens=False)
+    assert [(s.request_id, len(s.prompt), s.max_tokens, s.priority, s.arrival_s,
+             s.prefix_group, s.tool_call) for s in full] == [
+        (r.request_id, r.prompt_len, r.max_tokens, r.priority, r.arrival_s, r.prefix_group,
+         r.tool_call) for r in lengths]
+    assert all(not hasattr(r, "prompt") for r in lengths)
+    assert [s.prompt_len for s in full] == [r.prompt_len for r in lengths]
