@@ -18,6 +18,8 @@ from dataclasses import asdict, dataclass
 import torch
 import torch.nn.functional as F
 
+from perfkit.config.units import cdiv
+from perfkit.engine.kv_spec import KVSpec
 from perfkit.engine.layers.attention import AttentionMetadata, PagedAttention
 from perfkit.engine.layers.kv_cache import KVCache
 
@@ -118,9 +120,10 @@ def _bench_shape(shape: AttentionShape, device: torch.device, repeats: int) -> d
 def _setup(s: AttentionShape, device: torch.device, dtype: torch.dtype) -> _Setup:
     """Random cache with shuffled, non-contiguous block tables, and its contiguous twin."""
     gen = torch.Generator().manual_seed(0)
-    blocks_per_seq = -(-s.context_len // s.block_size)
-    kv = KVCache(1, s.num_seqs * blocks_per_seq + 1, s.block_size, s.num_kv_heads, s.head_dim,
-                 dtype, device)
+    blocks_per_seq = cdiv(s.context_len, s.block_size)
+    spec = KVSpec(s.num_seqs * blocks_per_seq + 1, s.block_size, 1, s.num_kv_heads, s.head_dim,
+                  str(dtype).removeprefix("torch."))
+    kv = KVCache(spec, device)
     kv.data.copy_(torch.randn(kv.data.shape, generator=gen).to(dtype))
     free = list(range(kv.num_blocks))
     random.Random(0).shuffle(free)
@@ -132,8 +135,8 @@ def _setup(s: AttentionShape, device: torch.device, dtype: torch.dtype) -> _Setu
 
     q, k_new, v_new = (randn(t, s.num_heads, s.head_dim), randn(t, s.num_kv_heads, s.head_dim),
                        randn(t, s.num_kv_heads, s.head_dim))
-    attn = PagedAttention(s.num_heads, s.num_kv_heads, s.head_dim, s.block_size, s.num_seqs,
-                          s.context_len, max(t, s.context_len), dtype, device)
+    attn = PagedAttention(kv, s.num_heads, max_num_seqs=s.num_seqs, max_model_len=s.context_len,
+                          max_num_batched_tokens=max(t, s.context_len))
     meta = AttentionMetadata.build([s.q_len] * s.num_seqs, [s.context_len] * s.num_seqs, tables,
                                    s.block_size, device, attn.workspace)
     kv.write(0, meta.slot_mapping, k_new, v_new)
@@ -144,7 +147,7 @@ def _setup(s: AttentionShape, device: torch.device, dtype: torch.dtype) -> _Setu
     out = torch.empty_like(q)
     elt = q.element_size()
     return _Setup(
-        paged=lambda: attn.forward(q, k_new, v_new, kv, 0, meta, out=out),
+        paged=lambda: attn.forward(q, k_new, v_new, 0, meta, out=out),
         dense=_dense_fn(s, q, k_dense, v_dense),
         bytes_moved=(k_dense.numel() + v_dense.numel() + 2 * q.numel()) * elt,
         backend=attn.backend,

@@ -18,6 +18,7 @@ import torch
 from perfkit.config.schema import Profile
 from perfkit.engine.guard.dfa import compile_dfa
 from perfkit.engine.guard.guard import Guard, GuardCounts, count_finish
+from perfkit.engine.guard.mask import GuardMask
 from perfkit.engine.sequence import Sequence
 
 BATCH = 16
@@ -31,6 +32,7 @@ class _Pipeline:
 
     def __init__(self, guard: Guard | None, vocab_size: int, device: torch.device) -> None:
         self.guard = guard
+        self.mask = GuardMask(guard, device) if guard is not None else None
         self.vocab = compile_dfa(vocab_size).vocab
         gen = torch.Generator().manual_seed(0)
         self.pool = torch.randn(NUM_LOGITS, BATCH, vocab_size, generator=gen).to(device)
@@ -49,8 +51,8 @@ class _Pipeline:
 
     def step(self, i: int) -> None:
         self.logits.copy_(self.pool[i % NUM_LOGITS])
-        if self.guard is not None:
-            self.guard.mask(self.seqs, self.logits)
+        if self.mask is not None:
+            self.mask.apply(self.seqs, self.logits)
         tokens = self.logits.argmax(dim=-1).tolist()
         for seq, token in zip(self.seqs, tokens):
             seq.token_ids.append(token)
@@ -77,7 +79,7 @@ def bench_guard(profile: Profile, device: str = "cpu", steps: int = 200,
     dev = torch.device(device)
     vocab_size = profile.model.vocab_size
     dfa = compile_dfa(vocab_size)
-    guard = Guard(dfa, dev, MAX_TOKENS + 64, LOOP_NGRAM, LOOP_REPEATS)
+    guard = Guard(dfa, MAX_TOKENS + 64, LOOP_NGRAM, LOOP_REPEATS)
     on, off = _Pipeline(guard, vocab_size, dev), _Pipeline(None, vocab_size, dev)
     on.round(steps // 4), off.round(steps // 4)  # warm-up
     times: dict[bool, list[float]] = {True: [], False: []}

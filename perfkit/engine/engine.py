@@ -1,8 +1,13 @@
-"""Engine.step(): schedule -> forward -> guard mask -> sample -> append -> guard check
--> free finished.
+"""Engine.step(): schedule -> executor (forward, guard mask, sample) -> append -> guard
+check -> free finished.
 
-Deterministic for a profile and seed: the same scheduling decisions, block
-counts, preemptions and (greedy) tokens on every run. Times are stamped with
+The loop is bookkeeping only (no torch here); the executor (engine/executor.py) is what
+runs the step: the synthetic model by default, or the null executor (no tensors). Both see
+the same step, so scheduling decisions, block counts and the KV timeline come from this one
+loop wherever the engine is driven (sweeps, serve, the fragmentation replays, benchmarks).
+
+Deterministic for a profile and seed: the same scheduling decisions, block counts,
+preemptions and (greedy) tokens on every run. Times are stamped with
 `time.perf_counter()` when a token is appended.
 """
 
@@ -12,25 +17,28 @@ import gc
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-import torch
-
-from perfkit.config.profile import pool_blocks
 from perfkit.config.schema import Profile
 from perfkit.engine.blocks import BlockPool
+from perfkit.engine.executor import Executor, ExecutorFactory, model_executor
 from perfkit.engine.guard.dfa import compile_dfa
 from perfkit.engine.guard.grammar import Vocabulary
 from perfkit.engine.guard.guard import Guard, GuardCounts, count_finish
-from perfkit.engine.layers.attention import AttentionMetadata, PagedAttention
-from perfkit.engine.layers.kv_cache import KVCache
-from perfkit.engine.layers.model import TORCH_DTYPES, SyntheticModel
+from perfkit.engine.kv_spec import KVSpec
 from perfkit.engine.scheduler import Scheduler, SchedulerConfig, SchedulerOutput
 from perfkit.engine.sequence import Sequence
 from perfkit.errors import PerfkitError
 from perfkit.workload import RequestSpec
 
+if TYPE_CHECKING:
+    import torch
+
 
 def resolve_device(requested: str) -> torch.device:
+    """"auto" -> cuda when available, else cpu. Imports torch (only here, when called)."""
+    import torch
+
     if requested == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     if requested == "cuda" and not torch.cuda.is_available():
@@ -72,34 +80,30 @@ class EngineStats:
 
 
 class Engine:
-    def __init__(self, profile: Profile, device: str | None = None) -> None:
+    """`Engine(profile)` runs the synthetic model on the profile's device (or `device`);
+    `Engine(profile, executor=null_executor())` runs the same loop with no tensors."""
+
+    def __init__(self, profile: Profile, device: str | None = None,
+                 executor: ExecutorFactory | None = None) -> None:
+        if executor is not None and device is not None:
+            raise ValueError("Engine: give the device to the executor factory "
+                             "(model_executor(device)), not beside it")
         eng, mcfg = profile.engine, profile.model
         self.profile = profile
-        self.device = resolve_device(device or eng.device)
-        if self.device.type == "cpu" and eng.cpu_threads:
-            torch.set_num_threads(eng.cpu_threads)
+        self.kv_spec = KVSpec.from_profile(profile)  # the pool's and the cache's shape
         self.max_model_len = eng.max_model_len
-        self.block_size = eng.block_size
         self._scheduler_config = SchedulerConfig(
             eng.max_num_seqs, eng.max_num_batched_tokens, eng.max_model_len, eng.max_waiting
         )
-        self.pool = BlockPool(pool_blocks(profile), eng.block_size, eng.prefix_caching)
+        self.pool = BlockPool(self.kv_spec.num_blocks, self.kv_spec.block_size,
+                              eng.prefix_caching)
         self.scheduler = Scheduler(self._scheduler_config, self.pool)
-        dtype = TORCH_DTYPES[mcfg.dtype]
-        self.kv = KVCache(mcfg.num_layers, self.pool.num_blocks, eng.block_size,
-                          mcfg.num_kv_heads, mcfg.head_dim, dtype, self.device)
-        self.attention = PagedAttention(
-            mcfg.num_heads, mcfg.num_kv_heads, mcfg.head_dim, eng.block_size, eng.max_num_seqs,
-            eng.max_model_len, eng.max_num_batched_tokens, dtype, self.device,
-            eng.attention_backend,
-        )
-        self.model = SyntheticModel(mcfg, self.kv, self.attention, eng.max_model_len,
-                                    self.device, eng.seed)
-        self.greedy = eng.sampling == "greedy"
-        self.generator = torch.Generator(device=self.device).manual_seed(eng.seed)
         self.vocab = Vocabulary(mcfg.vocab_size)  # grammar token texts, to validate tool calls
-        self.guard = Guard(compile_dfa(mcfg.vocab_size), self.device, eng.max_model_len,
+        self.guard = Guard(compile_dfa(mcfg.vocab_size), eng.max_model_len,
                            eng.guard_loop_ngram, eng.guard_loop_repeats) if eng.guard else None
+        self.executor: Executor = (executor or model_executor(device))(
+            profile, self.kv_spec, self.guard)
+        self.device = self.executor.device  # torch.device, or "none" (null executor)
         self.stats = EngineStats()
         self.record_timeline = True
         self.on_step: Callable[[SchedulerOutput], None] | None = None
@@ -109,12 +113,16 @@ class Engine:
         gc.collect()
         gc.freeze()
 
+    @property
+    def block_size(self) -> int:
+        return self.kv_spec.block_size
+
     def reset(self) -> None:
         """Empty pool, prefix cache, queues and stats (weights and KV tensors are kept):
         every sweep level starts from the same state."""
         self.pool = BlockPool(self.pool.num_blocks, self.block_size, self.pool.enable_caching)
         self.scheduler = Scheduler(self._scheduler_config, self.pool)
-        self.generator.manual_seed(self.profile.engine.seed)
+        self.executor.reset()
         self.reset_stats()
         self._next_id = 0
 
@@ -155,51 +163,16 @@ class Engine:
             self.on_step(out)
         if not out.scheduled:
             return []
-        if out.copies:
-            self.kv.copy_blocks(out.copies)
         sampling = [item.seq for item in out.scheduled if item.samples]
-        tokens = self._forward(out, sampling)
+        result = self.executor.execute(out, sampling)
+        self.stats.guard_s += result.mask_s
         self.scheduler.commit(out)
-        events = self._append(sampling, tokens)
+        events = self._append(sampling, result.token_ids)
         self.stats.steps += 1
         self.stats.batched_tokens += out.num_batched_tokens
         if self.record_timeline:
             self._record_kv()
         return events
-
-    def _forward(self, out: SchedulerOutput, sampling: list[Sequence]) -> list[int]:
-        ids: list[int] = []
-        positions: list[int] = []
-        q_lens, seq_lens, tables, logit_rows = [], [], [], []
-        for item in out.scheduled:
-            seq, start, n = item.seq, item.seq.num_computed_tokens, item.num_new_tokens
-            ids.extend(seq.token_ids[start:start + n])
-            positions.extend(range(start, start + n))
-            q_lens.append(n)
-            seq_lens.append(start + n)
-            tables.append(seq.block_ids)
-            if item.samples:
-                logit_rows.append(len(ids) - 1)
-        if not logit_rows:  # only prefill chunks that end mid-prompt
-            logit_rows = [len(ids) - 1]
-        dev = self.device
-        meta = AttentionMetadata.build(q_lens, seq_lens, tables, self.block_size, dev)
-        logits = self.model.forward(
-            torch.tensor(ids, dtype=torch.long, device=dev),
-            torch.tensor(positions, dtype=torch.long, device=dev),
-            meta, torch.tensor(logit_rows, dtype=torch.long, device=dev),
-        )
-        if self.guard is not None and sampling:
-            t0 = time.perf_counter()
-            self.guard.mask(sampling, logits)  # row i of logits samples sampling[i]
-            self.stats.guard_s += time.perf_counter() - t0
-        return self._sample(logits)
-
-    def _sample(self, logits: torch.Tensor) -> list[int]:
-        if self.greedy:
-            return list(logits.argmax(dim=-1).tolist())
-        probs = torch.softmax(logits, dim=-1)
-        return list(torch.multinomial(probs, 1, generator=self.generator).squeeze(1).tolist())
 
     def _append(self, sampling: list[Sequence], tokens: list[int]) -> list[TokenEvent]:
         now = time.perf_counter()

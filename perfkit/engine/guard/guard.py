@@ -1,6 +1,9 @@
 """The guard: FSM-constrained decoding for tool calls, loop detection for everything else.
 
 Where it runs in Engine.step: schedule -> forward -> **mask** -> sample -> append -> **check**.
+This module is the bookkeeping half (no torch): admission, the DFA walk, loop detection.
+The mask over the logits is tensor code (guard/mask.py), applied by the model executor;
+the null executor picks `first_legal` instead, the smallest token the mask would allow.
 
 mask(seqs, logits)  logits [S, vocab], row i samples seqs[i]. Tool-call rows only (R of
     them), in place, four tensor ops and no loop over the vocabulary: one [2, R] index
@@ -34,10 +37,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-import numpy as np
-import torch
-
-from perfkit.engine.guard.dfa import INF, ToolCallDFA
+from perfkit.engine.guard.dfa import ToolCallDFA
 from perfkit.engine.guard.grammar import Vocabulary, validate
 from perfkit.engine.sequence import Sequence
 
@@ -66,8 +66,8 @@ def count_finish(counts: GuardCounts, seq: Sequence, reason: str, vocab: Vocabul
 
 
 class Guard:
-    def __init__(self, dfa: ToolCallDFA, device: torch.device, max_model_len: int,
-                 loop_ngram: int, loop_repeats: int) -> None:
+    def __init__(self, dfa: ToolCallDFA, max_model_len: int, loop_ngram: int,
+                 loop_repeats: int) -> None:
         self.dfa = dfa
         self.base = dfa.vocab.base  # grammar token k is vocab id base + k (the top ids)
         self.max_model_len = max_model_len
@@ -75,20 +75,14 @@ class Guard:
         self.loop_repeats = loop_repeats
         # a budget >= max_len allows every legal token: keys clamp the budget there
         self.num_budgets = dfa.max_len + 1
-        # [num_states * num_budgets, K] float32, the dtype of the model's logits
-        self.bias = self._bias_table(dfa).to(device)
+        self._first_legal: dict[int, int] = {}  # key -> smallest allowed vocab id
 
-    def _bias_table(self, dfa: ToolCallDFA) -> torch.Tensor:
-        """bias[state * num_budgets + b, k] = 0 if grammar token k is legal in `state` and
-        the DFA can still accept in the b - 1 tokens after it, else -inf."""
-        dist = dfa.min_to_accept
-        # [num_states, K]: fewest tokens to accept after taking token k (INF if illegal)
-        after = torch.tensor([[dist[n] if n >= 0 else INF for n in row]
-                              for row in dfa.next_state])
-        budgets = torch.arange(self.num_budgets)
-        allowed = after.unsqueeze(1) < budgets[None, :, None]  # [num_states, num_budgets, K]
-        bias = torch.zeros(allowed.shape).masked_fill_(~allowed, float("-inf"))
-        return bias.flatten(0, 1)
+    def allowed(self, key: int) -> list[bool]:
+        """[K] for the bias table's row `key` = state * num_budgets + b: grammar token k is
+        legal in `state` and the DFA can still accept in the b - 1 tokens after it."""
+        state, budget = divmod(key, self.num_budgets)
+        dist = self.dfa.min_to_accept
+        return [n >= 0 and dist[n] < budget for n in self.dfa.next_state[state]]
 
     # -- per request --------------------------------------------------------------------
     def budget(self, seq: Sequence) -> int:
@@ -112,20 +106,18 @@ class Guard:
                      self.num_budgets - 1)
         return seq.fsm_state * self.num_budgets + budget
 
-    @torch.inference_mode()
-    def mask(self, seqs: list[Sequence], logits: torch.Tensor) -> None:
-        """In place on logits [S, vocab]: tool-call rows keep only tokens that can still
-        complete a valid call within their budget."""
-        rows = [i for i, s in enumerate(seqs) if s.tool_call]
-        if not rows:
-            return
-        keys = [self.key(seqs[i]) for i in rows]
-        dev = logits.device
-        rows_t = torch.from_numpy(np.array(rows, np.int64)).to(dev)  # [R]; 5x cheaper than
-        keys_t = torch.from_numpy(np.array(keys, np.int64)).to(dev)  # [R]   torch.tensor(list)
-        logits.narrow(1, 0, self.base).index_fill_(0, rows_t, float("-inf"))
-        logits.narrow(1, self.base, self.bias.shape[1]).index_add_(
-            0, rows_t, self.bias.index_select(0, keys_t))
+    def first_legal(self, seq: Sequence) -> int:
+        """The smallest vocab id the mask leaves finite for a tool call's next token (what
+        the null executor samples); one per key, computed once."""
+        key = self.key(seq)
+        token = self._first_legal.get(key)
+        if token is None:
+            legal = self.allowed(key)
+            if True not in legal:  # admission and the budget rule make this unreachable
+                raise RuntimeError(f"tool call {seq.seq_id}: no legal token in DFA state "
+                                   f"{seq.fsm_state}")
+            token = self._first_legal[key] = self.base + legal.index(True)
+        return token
 
     def check(self, seqs: list[Sequence]) -> list[str | None]:
         """After each sequence's newest token is appended: a finish reason or None."""

@@ -48,42 +48,47 @@ FLEX_UNAVAILABLE = (
 
 
 class PagedAttention:
-    """One per model; owns the workspace buffers shared by all layers."""
+    """One per model, bound to its KV cache; owns the workspace buffers shared by all layers.
+    The cache's KVSpec (block size, kv heads, head dim, dtype) sizes the workspace, so they
+    agree by construction; a given workspace is checked against it once, here."""
 
-    def __init__(self, num_heads: int, num_kv_heads: int, head_dim: int, block_size: int,
-                 max_num_seqs: int, max_model_len: int, max_num_batched_tokens: int,
-                 dtype: torch.dtype, device: torch.device | str, backend: str = "auto",
-                 *, workspace: AttentionWorkspace | None = None) -> None:
+    def __init__(self, kv: KVCache, num_heads: int, *, max_num_seqs: int, max_model_len: int,
+                 max_num_batched_tokens: int, backend: str = "auto",
+                 workspace: AttentionWorkspace | None = None) -> None:
         if backend not in BACKENDS:
             raise ValueError(f"attention backend {backend!r} unknown; choose from {BACKENDS}")
         if backend == "flex":
             raise ValueError(FLEX_UNAVAILABLE)
-        if num_heads % num_kv_heads:
+        spec = kv.spec
+        if num_heads % spec.num_kv_heads:
             raise ValueError(f"num_heads={num_heads} is not a multiple of "
-                             f"num_kv_heads={num_kv_heads}")
+                             f"num_kv_heads={spec.num_kv_heads}")
         self.backend = "gather"
+        self.kv = kv
         self.num_heads = num_heads
-        self.num_kv_heads = num_kv_heads
-        self.head_dim = head_dim
-        self.group = num_heads // num_kv_heads  # query heads per kv head
-        self.scale = 1.0 / math.sqrt(head_dim)
-        self.device = torch.device(device)
-        self.dtype = dtype
+        self.num_kv_heads = spec.num_kv_heads
+        self.head_dim = spec.head_dim
+        self.group = num_heads // spec.num_kv_heads  # query heads per kv head
+        self.scale = 1.0 / math.sqrt(spec.head_dim)
+        self.device = kv.device
+        self.dtype = kv.dtype
         self.workspace = workspace or make_workspace(
-            num_heads, num_kv_heads, head_dim, block_size, max_num_seqs, max_model_len,
-            max_num_batched_tokens, dtype, self.device)
+            spec, num_heads, max_num_seqs=max_num_seqs, max_model_len=max_model_len,
+            max_num_batched_tokens=max_num_batched_tokens, device=self.device)
+        ws = self.workspace
+        if ws.block_size != spec.block_size or ws.dtype != self.dtype:
+            raise ValueError(f"attention: workspace (block size {ws.block_size}, {ws.dtype}) "
+                             f"does not match the cache (block size {spec.block_size}, "
+                             f"{self.dtype})")
 
-    def forward(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, kv: KVCache,
-                layer: int, meta: AttentionMetadata,
-                out: torch.Tensor | None = None) -> torch.Tensor:
+    def forward(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, layer: int,
+                meta: AttentionMetadata, out: torch.Tensor | None = None) -> torch.Tensor:
         """q: [T, num_heads, head_dim]; k, v: [T, num_kv_heads, head_dim] (new tokens, RoPE'd).
         Writes k/v into the cache at meta.slot_mapping, attends over the cache, returns
         [T, num_heads, head_dim] (into `out` when given; it must be contiguous)."""
         self._check(q, k, v, meta, out)
-        if not kv.block_size == self.workspace.block_size == meta.block_size:
-            raise ValueError(f"attention: block sizes differ: cache {kv.block_size}, "
-                             f"workspace {self.workspace.block_size}, metadata {meta.block_size}")
-        plan = meta.plan(self.workspace)  # built at layer 0, reused by the others
+        plan = meta.plan(self.workspace)  # built (and checked) at layer 0, reused by the others
+        kv = self.kv
         kv.write(layer, meta.slot_mapping, k, v)
         if out is None:
             out = torch.empty(q.shape, dtype=q.dtype, device=q.device)

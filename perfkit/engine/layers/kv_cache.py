@@ -15,36 +15,42 @@ from __future__ import annotations
 
 import torch
 
+from perfkit.engine.kv_spec import KVSpec
+
+TORCH_DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
+
 
 class KVCache:
-    def __init__(self, num_layers: int, num_blocks: int, block_size: int, num_kv_heads: int,
-                 head_dim: int, dtype: torch.dtype, device: torch.device | str) -> None:
-        for name, value in (("num_layers", num_layers), ("num_blocks", num_blocks),
-                            ("block_size", block_size), ("num_kv_heads", num_kv_heads),
-                            ("head_dim", head_dim)):
-            if value < 1:
-                raise ValueError(f"KVCache: {name} must be >= 1, got {value}")
-        self.num_layers = num_layers
-        self.num_blocks = num_blocks
-        self.block_size = block_size
-        self.num_kv_heads = num_kv_heads
-        self.head_dim = head_dim
-        self.dtype = dtype
+    def __init__(self, spec: KVSpec, device: torch.device | str) -> None:
+        self.spec = spec  # checked on its construction
+        self.dtype = TORCH_DTYPES[spec.dtype]
         self.device = torch.device(device)
+        n, kvh, d = spec.num_layers, spec.num_kv_heads, spec.head_dim
         # [2, num_layers, num_blocks, block_size, num_kv_heads, head_dim]
-        self.data = torch.zeros(2, num_layers, num_blocks, block_size, num_kv_heads, head_dim,
-                                dtype=dtype, device=self.device)
+        self.data = torch.zeros(2, n, spec.num_blocks, spec.block_size, kvh, d,
+                                dtype=self.dtype, device=self.device)
         # each [num_blocks, block_size, num_kv_heads, head_dim], views into `data`
         self.k: list[torch.Tensor] = list(self.data[0].unbind(0))
         self.v: list[torch.Tensor] = list(self.data[1].unbind(0))
         # each [num_blocks * block_size, num_kv_heads, head_dim]: row = slot
-        self._k_slots = [t.view(-1, num_kv_heads, head_dim) for t in self.k]
-        self._v_slots = [t.view(-1, num_kv_heads, head_dim) for t in self.v]
+        self._k_slots = [t.view(-1, kvh, d) for t in self.k]
+        self._v_slots = [t.view(-1, kvh, d) for t in self.v]
+
+    @property
+    def num_layers(self) -> int:
+        return self.spec.num_layers
+
+    @property
+    def num_blocks(self) -> int:
+        return self.spec.num_blocks
+
+    @property
+    def block_size(self) -> int:
+        return self.spec.block_size
 
     @property
     def num_slots(self) -> int:
-        return self.num_blocks * self.block_size
-
+        return self.spec.num_slots
     def write(self, layer: int, slot_mapping: torch.Tensor, k: torch.Tensor,
               v: torch.Tensor) -> None:
         """Store new tokens' keys and values. slot_mapping: int64 [T] (distinct slots);

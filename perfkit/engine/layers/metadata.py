@@ -15,7 +15,8 @@ from dataclasses import dataclass, field
 
 import torch
 
-from perfkit.engine.layers.workspace import AttentionWorkspace, cdiv
+from perfkit.config.units import cdiv
+from perfkit.engine.layers.workspace import AttentionWorkspace
 
 
 @dataclass(frozen=True)
@@ -62,8 +63,10 @@ class AttentionMetadata:
     slot_mapping: torch.Tensor  # int64 [T] cache slot of each new token's K/V
     query_start_loc: list[int]  # python ints, len B + 1: sequence i owns rows [qsl[i], qsl[i+1])
     block_size: int
-    # plans cached per (group_blocks, dtype): one per step, not per layer
-    _plans: dict[tuple[int, torch.dtype], AttentionPlan] = field(default_factory=dict, repr=False)
+    # plans cached per (block_size, group_blocks, dtype) of a workspace: one per step, not per
+    # layer
+    _plans: dict[tuple[int, int, torch.dtype], AttentionPlan] = field(default_factory=dict,
+                                                                      repr=False)
 
     @property
     def num_tokens(self) -> int:
@@ -96,7 +99,7 @@ class AttentionMetadata:
         return meta
 
     def plan(self, ws: AttentionWorkspace) -> AttentionPlan:
-        key = (ws.group_blocks, ws.dtype)
+        key = (ws.block_size, ws.group_blocks, ws.dtype)
         if key not in self._plans:
             self._plans[key] = _make_plan(self, ws)
         return self._plans[key]
@@ -117,6 +120,10 @@ def _validate(q_lens: list[int], seq_lens: list[int], block_tables: list[list[in
 
 
 def _make_plan(meta: AttentionMetadata, ws: AttentionWorkspace) -> AttentionPlan:
+    """Checks the batch against the workspace once per step (the layers reuse the plan)."""
+    if meta.block_size != ws.block_size:
+        raise ValueError(f"attention: block sizes differ: metadata {meta.block_size}, "
+                         f"cache and workspace {ws.block_size}")
     if len(meta.q_lens) > ws.max_num_seqs:
         raise ValueError(f"attention: batch of {len(meta.q_lens)} sequences exceeds "
                          f"max_num_seqs={ws.max_num_seqs}")

@@ -14,9 +14,7 @@ import torch
 
 from perfkit.config.schema import ModelConfig
 from perfkit.engine.layers.attention import AttentionMetadata, PagedAttention
-from perfkit.engine.layers.kv_cache import KVCache
-
-TORCH_DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
+from perfkit.engine.layers.kv_cache import TORCH_DTYPES
 
 
 @dataclass
@@ -58,12 +56,14 @@ def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.T
 
 
 class SyntheticModel:
-    def __init__(self, cfg: ModelConfig, kv: KVCache, attention: PagedAttention,
-                 max_model_len: int, device: torch.device, seed: int = 0) -> None:
+    """Weights on the attention's device; its KV cache is the one `attention` is bound to.
+    The weight count is config.presets.num_parameters(cfg) (a test checks it)."""
+
+    def __init__(self, cfg: ModelConfig, attention: PagedAttention, max_model_len: int,
+                 seed: int = 0) -> None:
         self.cfg = cfg
-        self.kv = kv
         self.attention = attention
-        self.device = device
+        self.device = device = attention.device
         self.dtype = TORCH_DTYPES[cfg.dtype]
         gen = torch.Generator(device=device).manual_seed(seed)
         h, hd, inter = cfg.hidden_size, cfg.head_dim, cfg.intermediate_size
@@ -104,16 +104,10 @@ class SyntheticModel:
         q = apply_rope(q.view(t, cfg.num_heads, cfg.head_dim), cos, sin)
         k = apply_rope(k.view(t, cfg.num_kv_heads, cfg.head_dim), cos, sin)
         v = v.reshape(t, cfg.num_kv_heads, cfg.head_dim)
-        out = self.attention.forward(q, k, v, self.kv, layer, meta)  # [T, heads, head_dim]
+        out = self.attention.forward(q, k, v, layer, meta)  # [T, heads, head_dim]
         return out.reshape(t, q_size) @ w.wo
 
     def _mlp(self, x: torch.Tensor, w: LayerWeights) -> torch.Tensor:
         gate, up = (x @ w.w_gate_up).chunk(2, dim=-1)
         return (torch.nn.functional.silu(gate) * up) @ w.w_down
 
-
-def num_parameters(cfg: ModelConfig) -> int:
-    h, hd, inter = cfg.hidden_size, cfg.head_dim, cfg.intermediate_size
-    per_layer = h * (cfg.num_heads + 2 * cfg.num_kv_heads) * hd + cfg.num_heads * hd * h
-    per_layer += 3 * h * inter + 2 * h
-    return cfg.num_layers * per_layer + 2 * cfg.vocab_size * h + h

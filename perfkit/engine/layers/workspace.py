@@ -24,14 +24,14 @@ from dataclasses import dataclass
 
 import torch
 
+from perfkit.config.units import cdiv
+from perfkit.engine.kv_spec import KVSpec
+from perfkit.engine.layers.kv_cache import TORCH_DTYPES
+
 MiB = 1 << 20
 CPU_GROUP_BYTES = 4 * MiB
 CUDA_GROUP_BYTES = 512 * MiB
 MASK_BYTES = 32 * MiB
-
-
-def cdiv(a: int, b: int) -> int:
-    return -(-a // b)
 
 
 @dataclass(frozen=True)
@@ -46,7 +46,6 @@ class AttentionWorkspace:
     # Any (q_len <= mask_queries, ctx <= max_model_len) bottom-right causal mask is the view
     # causal_mask[(mask_queries - q_len) * mask_rep:, max_model_len - ctx:].
     causal_mask: torch.Tensor
-    block_size: int
     group_blocks: int  # decode sequences are gathered in groups of <= this many blocks
     mask_queries: int  # prefill chunks are attended in sub-chunks of <= this many queries
     mask_rep: int  # template rows per query: heads per kv head if grouped_prefill, else 1
@@ -57,6 +56,10 @@ class AttentionWorkspace:
     @property
     def capacity_blocks(self) -> int:
         return self.k.shape[0]
+
+    @property
+    def block_size(self) -> int:
+        return self.k.shape[1]
 
     @property
     def dtype(self) -> torch.dtype:
@@ -75,13 +78,16 @@ def causal_template(rows: int, rep: int, max_model_len: int, dtype: torch.dtype,
     return mask.masked_fill_(key.unsqueeze(0) > query, float("-inf"))
 
 
-def make_workspace(num_heads: int, num_kv_heads: int, head_dim: int, block_size: int,
-                   max_num_seqs: int, max_model_len: int, max_num_batched_tokens: int,
-                   dtype: torch.dtype, device: torch.device, *,
+def make_workspace(spec: KVSpec, num_heads: int, *, max_num_seqs: int, max_model_len: int,
+                   max_num_batched_tokens: int, device: torch.device | str,
                    group_bytes: int | None = None, mask_bytes: int = MASK_BYTES,
                    grouped_prefill: bool | None = None) -> AttentionWorkspace:
-    """Allocate (zero-filled, so pages are touched now, not mid-step) the buffers."""
+    """Allocate (zero-filled, so pages are touched now, not mid-step) the buffers for a cache
+    of `spec` read by `num_heads` query heads, within the engine's batch limits."""
+    device = torch.device(device)
     on_cpu = device.type == "cpu"
+    dtype = TORCH_DTYPES[spec.dtype]
+    block_size, num_kv_heads, head_dim = spec.block_size, spec.num_kv_heads, spec.head_dim
     elt = torch.empty((), dtype=dtype).element_size()
     block_bytes = 2 * block_size * num_kv_heads * head_dim * elt  # K+V of one block
     seq_blocks = cdiv(max_model_len, block_size)
@@ -100,7 +106,6 @@ def make_workspace(num_heads: int, num_kv_heads: int, head_dim: int, block_size:
         q=torch.zeros(max(max_num_seqs, mask_queries), num_heads, head_dim, dtype=dtype,
                       device=device),
         causal_mask=causal_template(mask_queries, rep, max_model_len, dtype, device),
-        block_size=block_size, group_blocks=group_blocks, mask_queries=mask_queries,
-        mask_rep=rep, grouped_prefill=grouped, max_model_len=max_model_len,
-        max_num_seqs=max_num_seqs,
+        group_blocks=group_blocks, mask_queries=mask_queries, mask_rep=rep,
+        grouped_prefill=grouped, max_model_len=max_model_len, max_num_seqs=max_num_seqs,
     )

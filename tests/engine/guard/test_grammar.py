@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from perfkit.engine.guard.dfa import compile_dfa
 from perfkit.engine.guard.grammar import TOKEN_TEXTS, Vocabulary, validate
 from perfkit.engine.guard.guard import Guard
+from perfkit.engine.guard.mask import GuardMask
 from perfkit.engine.sequence import Sequence
 
 VOCAB = 512
@@ -111,7 +112,7 @@ def test_unbounded_legal_walks_end_within_max_len(data):
 
 
 def make_guard() -> Guard:
-    return Guard(DFA, torch.device("cpu"), 1024, 0, 4)
+    return Guard(DFA, 1024, 0, 4)
 
 
 @settings(max_examples=60, deadline=None)
@@ -119,8 +120,11 @@ def make_guard() -> Guard:
 def test_bias_table_matches_the_dfa(state, budget):
     guard = make_guard()
     seq = Sequence(0, [1], 1, budget, tool_call=True, fsm_state=state)
-    allowed = (guard.bias[guard.key(seq)] == 0).tolist()
+    allowed = (GuardMask(guard, "cpu").bias[guard.key(seq)] == 0).tolist()
     assert allowed == [n >= 0 and DFA.min_to_accept[n] < budget for n in DFA.next_state[state]]
+    assert allowed == guard.allowed(guard.key(seq))  # the torch-free rule, the same rows
+    if True in allowed:  # what the null executor samples: the first token the mask keeps
+        assert guard.first_legal(seq) == V.base + allowed.index(True)
 
 
 def test_mask_touches_only_tool_call_rows():
@@ -130,7 +134,7 @@ def test_mask_touches_only_tool_call_rows():
         guard.start(s)
     logits = torch.randn(4, VOCAB, generator=torch.Generator().manual_seed(0))
     before = logits.clone()
-    guard.mask(seqs, logits)
+    GuardMask(guard, "cpu").apply(seqs, logits)
     assert torch.equal(logits[0], before[0]) and torch.equal(logits[2], before[2])
     for row in (1, 3):
         finite = torch.isfinite(logits[row]).nonzero().flatten().tolist()

@@ -94,7 +94,7 @@ def test_forced_repeat_is_cut_at_the_right_token(cycle, repeats, ngram, reason, 
                                                  loop_start):
     eng = engine(f"engine.guard_loop_ngram={ngram}", f"engine.guard_loop_repeats={repeats}")
     nxt = PREAMBLE | {a: b for a, b in zip(cycle, cycle[1:] + cycle[:1])}
-    eng.model.forward = forced_forward(nxt, eng.profile.model.vocab_size)  # type: ignore
+    eng.executor.model.forward = forced_forward(nxt, eng.profile.model.vocab_size)  # type: ignore
     loop, call = run(eng, [RequestSpec(0, (100, 101, 102), 40),
                            RequestSpec(1, (100, 101, 102), 40, tool_call=True)])
     out = output(loop)
@@ -107,7 +107,7 @@ def test_forced_repeat_is_cut_at_the_right_token(cycle, repeats, ngram, reason, 
 
 def test_guard_off_runs_a_forced_repeat_to_length():
     eng = engine("engine.guard=false")
-    eng.model.forward = forced_forward({102: 5, 5: 5}, 512)  # type: ignore
+    eng.executor.model.forward = forced_forward({102: 5, 5: 5}, 512)  # type: ignore
     (seq,) = run(eng, [RequestSpec(0, (100, 101, 102), 40)])
     assert seq.finish_reason == "length" and output(seq) == [5] * 40
 

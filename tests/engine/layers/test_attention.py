@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from perfkit.bench.attention import AttentionShape, bench_attention
+from perfkit.engine.kv_spec import KVSpec
 from perfkit.engine.layers.attention import AttentionMetadata, PagedAttention, dense_reference
 from perfkit.engine.layers.kv_cache import KVCache
 from perfkit.engine.layers.workspace import make_workspace
@@ -41,7 +42,8 @@ def make_case(rng: random.Random, specs: list[tuple[int, int]], ratio: int, *,
     def randn(*shape: int) -> torch.Tensor:
         return torch.randn(*shape, generator=gen).to(dev, dtype)
 
-    kv = KVCache(2, NUM_BLOCKS, BLOCK, kvh, HEAD_DIM, dtype, dev)
+    spec = KVSpec(NUM_BLOCKS, BLOCK, 2, kvh, HEAD_DIM, str(dtype).removeprefix("torch."))
+    kv = KVCache(spec, dev)
     kv.data.copy_(randn(*kv.data.shape))  # stale garbage in unused slots, never zeros
     free = list(range(NUM_BLOCKS))
     rng.shuffle(free)
@@ -62,10 +64,9 @@ def make_case(rng: random.Random, specs: list[tuple[int, int]], ratio: int, *,
         k_ctx[i] = torch.cat([k_ctx[i], k[start:start + q_len]])
         v_ctx[i] = torch.cat([v_ctx[i], v[start:start + q_len]])
         start += q_len
-    ws = make_workspace(heads, kvh, HEAD_DIM, BLOCK, MAX_SEQS, MAX_LEN, MAX_LEN, dtype, dev,
-                        **ws_options)  # type: ignore[arg-type]
-    attn = PagedAttention(heads, kvh, HEAD_DIM, BLOCK, MAX_SEQS, MAX_LEN, MAX_LEN, dtype, dev,
-                          workspace=ws)
+    limits = dict(max_num_seqs=MAX_SEQS, max_model_len=MAX_LEN, max_num_batched_tokens=MAX_LEN)
+    ws = make_workspace(spec, heads, device=dev, **limits, **ws_options)  # type: ignore[arg-type]
+    attn = PagedAttention(kv, heads, **limits, workspace=ws)
     meta = AttentionMetadata.build([q for _, q in specs], [p + q for p, q in specs], tables,
                                    BLOCK, dev)
     return Case(attn, kv, meta, q, k, v, k_ctx, v_ctx)
@@ -78,7 +79,7 @@ def rel_error(case: Case, out: torch.Tensor) -> float:
 
 
 def run(case: Case) -> torch.Tensor:
-    return case.attn.forward(case.q, case.k, case.v, case.kv, 1, case.meta)
+    return case.attn.forward(case.q, case.k, case.v, 1, case.meta)
 
 
 def random_specs(rng: random.Random) -> list[tuple[int, int]]:
@@ -136,8 +137,8 @@ def test_workspace_is_reused_not_grown():
     ptrs = [t.data_ptr() for t in (ws.k, ws.v, ws.q, ws.causal_mask)]
     nbytes = ws.nbytes()
     out = torch.empty_like(case.q)
-    first = case.attn.forward(case.q, case.k, case.v, case.kv, 1, case.meta, out=out).clone()
-    second = case.attn.forward(case.q, case.k, case.v, case.kv, 1, case.meta, out=out)
+    first = case.attn.forward(case.q, case.k, case.v, 1, case.meta, out=out).clone()
+    second = case.attn.forward(case.q, case.k, case.v, 1, case.meta, out=out)
     assert second.data_ptr() == out.data_ptr()
     assert torch.equal(first, second)
     assert [t.data_ptr() for t in (ws.k, ws.v, ws.q, ws.causal_mask)] == ptrs
@@ -148,17 +149,18 @@ def test_forward_takes_no_page_faults():
     # 8 seqs x 256 tokens x 4 kv heads x 64 dims, fp32: a fresh 4 MiB K+V gather per call
     # (k_cache[block_table]) would fault ~1,000 pages per forward
     heads, kvh, d, bs = 8, 4, 64, 16
-    kv = KVCache(1, 8 * 16, bs, kvh, d, torch.float32, "cpu")
-    attn = PagedAttention(heads, kvh, d, bs, 8, 256, 256, torch.float32, "cpu")
+    kv = KVCache(KVSpec(8 * 16, bs, 1, kvh, d), "cpu")
+    attn = PagedAttention(kv, heads, max_num_seqs=8, max_model_len=256,
+                          max_num_batched_tokens=256)
     tables = [list(range(i, 128, 8)) for i in range(8)]
     meta = AttentionMetadata.build([1] * 8, [256] * 8, tables, bs, "cpu", attn.workspace)
     q, k, v = torch.randn(8, heads, d), torch.randn(8, kvh, d), torch.randn(8, kvh, d)
     out = torch.empty_like(q)
     for _ in range(3):
-        attn.forward(q, k, v, kv, 0, meta, out=out)
+        attn.forward(q, k, v, 0, meta, out=out)
     before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
     for _ in range(5):
-        attn.forward(q, k, v, kv, 0, meta, out=out)
+        attn.forward(q, k, v, 0, meta, out=out)
     faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before
     assert faults < 5 * 50
 
@@ -202,17 +204,26 @@ def test_rejects_mismatched_block_size():
     case = make_case(random.Random(4), [(5, 1)], 1)
     meta = AttentionMetadata.build([1], [6], [[0, 1, 2]], BLOCK // 2, "cpu")
     with pytest.raises(ValueError, match="block sizes"):
-        case.attn.forward(case.q, case.k, case.v, case.kv, 1, meta)
+        case.attn.forward(case.q, case.k, case.v, 1, meta)
+
+
+def test_workspace_is_checked_against_the_cache_once_at_construction():
+    kv = KVCache(KVSpec(8, 4, 1, 2, 16), "cpu")
+    limits = dict(max_num_seqs=2, max_model_len=32, max_num_batched_tokens=32)
+    other = make_workspace(KVSpec(8, 8, 1, 2, 16), 4, device="cpu", **limits)
+    with pytest.raises(ValueError, match="block size"):
+        PagedAttention(kv, 4, **limits, workspace=other)
 
 
 def test_backends():
-    args = (4, 2, 16, 4, 2, 32, 32, torch.float32, "cpu")
-    assert PagedAttention(*args).backend == "gather"
-    assert PagedAttention(*args, backend="gather").backend == "gather"
+    kv = KVCache(KVSpec(8, 4, 1, 2, 16), "cpu")
+    limits = dict(max_num_seqs=2, max_model_len=32, max_num_batched_tokens=32)
+    assert PagedAttention(kv, 4, **limits).backend == "gather"
+    assert PagedAttention(kv, 4, **limits, backend="gather").backend == "gather"
     with pytest.raises(ValueError, match="not available"):
-        PagedAttention(*args, backend="flex")
+        PagedAttention(kv, 4, **limits, backend="flex")
     with pytest.raises(ValueError, match="unknown"):
-        PagedAttention(*args, backend="nope")
+        PagedAttention(kv, 4, **limits, backend="nope")
 
 
 def test_bench_attention_smoke():

@@ -1,13 +1,14 @@
 import pytest
 import torch
 
+from perfkit.engine.kv_spec import KVSpec
 from perfkit.engine.layers.kv_cache import KVCache
 
 LAYERS, BLOCKS, BS, KVH, D = 3, 6, 4, 2, 3
 
 
 def make_cache() -> KVCache:
-    return KVCache(LAYERS, BLOCKS, BS, KVH, D, torch.float32, torch.device("cpu"))
+    return KVCache(KVSpec(BLOCKS, BS, LAYERS, KVH, D, "float32"), torch.device("cpu"))
 
 
 def test_layout_is_one_zeroed_allocation():
@@ -62,4 +63,4 @@ def test_copy_blocks_rejects_bad_pairs(pairs):
 
 def test_rejects_empty_dimensions():
     with pytest.raises(ValueError, match="num_blocks"):
-        KVCache(1, 0, BS, KVH, D, torch.float32, "cpu")
+        KVCache(KVSpec(0, BS, 1, KVH, D), "cpu")
