@@ -1,56 +1,67 @@
-"""Microbenchmark: scheduler bookkeeping per running sequence per step (no model).
+"""Microbenchmark: the engine's bookkeeping per running sequence per step (no model).
 
-256 sequences decode together: each step is schedule -> commit -> append one
-token (what the engine does around the forward pass); a finished sequence is
-replaced by a new one so the batch stays full.
+256 sequences decode together in the real Engine with the null executor: each step is
+Engine.step() (schedule -> execute, a fixed token -> commit -> append -> finish), what the
+engine does around the forward pass; a finished sequence is replaced by a new one so the
+batch stays full.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import time
 
-from perfkit.engine.blocks import BlockPool
-from perfkit.engine.scheduler import Scheduler, SchedulerConfig
-from perfkit.engine.sequence import Sequence
+from perfkit.config.profile import load_profile
+from perfkit.config.schema import Profile
+from perfkit.engine.engine import Engine
+from perfkit.engine.executor import null_executor
+from perfkit.workload import RequestSpec
 
 NUM_RUNNING = 256
 PROMPT = 64
 OUTPUT = 192
 BLOCK_SIZE = 16
+TOKEN = 7  # what every step samples
+VOCAB = 30001
 
 
-def _new(sched: Scheduler, sid: int) -> None:
-    prompt = [(sid * 7919 + i) % 30000 + 1 for i in range(PROMPT)]
-    sched.add(Sequence(sid, prompt, PROMPT, OUTPUT))
+def _profile() -> Profile:
+    base = load_profile("default")
+    per_seq = (PROMPT + OUTPUT) // BLOCK_SIZE + 1
+    engine = dataclasses.replace(
+        base.engine, block_size=BLOCK_SIZE, num_blocks=NUM_RUNNING * per_seq * 2,
+        kv_memory=None, max_num_seqs=NUM_RUNNING, max_num_batched_tokens=NUM_RUNNING * PROMPT,
+        max_model_len=4096, max_waiting=10_000, prefix_caching=True, guard=False)
+    model = dataclasses.replace(base.model, vocab_size=VOCAB)
+    return dataclasses.replace(base, engine=engine, model=model)
 
 
-def _step(sched: Scheduler, next_id: list[int]) -> int:
-    out = sched.schedule()
-    sched.commit(out)
-    for item in out.scheduled:
-        if item.samples:
-            seq = item.seq
-            seq.token_ids.append(7)
-            if seq.num_output_tokens >= seq.max_tokens:
-                sched.finish(seq, "length")
-                _new(sched, next_id[0])
-                next_id[0] += 1
-    return len(out.scheduled)
+def _spec(sid: int) -> RequestSpec:
+    return RequestSpec(sid, tuple((sid * 7919 + i) % (VOCAB - 1) + 1 for i in range(PROMPT)),
+                       OUTPUT)
+
+
+def _step(engine: Engine, next_id: list[int]) -> None:
+    for event in engine.step():
+        if event.finished:
+            engine.add_request(_spec(next_id[0]))
+            next_id[0] += 1
 
 
 def bench_scheduler(steps: int = 400, warmup: int = 100) -> dict[str, float]:
-    per_seq = (PROMPT + OUTPUT) // BLOCK_SIZE + 1
-    cfg = SchedulerConfig(NUM_RUNNING, NUM_RUNNING * PROMPT, 4096, 10_000)
-    sched = Scheduler(cfg, BlockPool(NUM_RUNNING * per_seq * 2, BLOCK_SIZE))
+    engine = Engine(_profile(), executor=null_executor(TOKEN))
+    engine.record_timeline = False
+    scheduled = [0]  # sequences scheduled, summed over steps
+    engine.on_step = lambda out: scheduled.__setitem__(0, scheduled[0] + len(out.scheduled))
     next_id = [NUM_RUNNING]
     for i in range(NUM_RUNNING):
-        _new(sched, i)
+        engine.add_request(_spec(i))
     for _ in range(warmup):  # past the prefills, into steady decode
-        _step(sched, next_id)
-    scheduled = 0
+        _step(engine, next_id)
+    scheduled[0] = 0
     start = time.perf_counter()
     for _ in range(steps):
-        scheduled += _step(sched, next_id)
+        _step(engine, next_id)
     elapsed = time.perf_counter() - start
-    return {"us_per_seq_step": elapsed / scheduled * 1e6, "running": NUM_RUNNING,
+    return {"us_per_seq_step": elapsed / scheduled[0] * 1e6, "running": NUM_RUNNING,
             "steps": steps}

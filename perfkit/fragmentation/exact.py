@@ -1,11 +1,13 @@
-"""Waste accounting over the real engine: the Scheduler with a null forward, or the Engine.
+"""Waste accounting over the real engine: with the null executor, or with the model.
 
-`replay_scheduler` drives `engine.scheduler.Scheduler` and `engine.blocks.BlockPool`
-exactly as `Engine.step()` does (schedule -> commit -> append one token to each
-sampling request -> finish at max_tokens or max_model_len) with no tensors: the
-sampled token is a fixed id. It is the reference the fast paged replay is tested
-against, and the engine's scheduling does not depend on token values except
-through prefix hashes of generated tokens, which no other request shares.
+`replay_scheduler` steps the real `Engine` (its one step loop: schedule -> execute ->
+commit -> append -> finish at max_tokens or max_model_len) with the null executor: no
+tensors, no torch, and every sampled token is the fixed id NULL_TOKEN. The guard is off
+(the replay counts memory; tool calls and loops would end requests early by token
+value). It is the reference the fast paged replay is tested against, and the engine's
+scheduling does not depend on token values except through prefix hashes of generated
+tokens, which no other request shares. `record_engine` is the loop it shares with the
+live run (fragmentation/live.py), so both see the same step clock and accounting.
 
 `account` reads one step's pool state, the same way for both:
     allocated = used blocks x block_size (shared blocks once)
@@ -24,15 +26,16 @@ import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from perfkit.config.profile import pool_blocks
 from perfkit.config.schema import Profile
 from perfkit.engine.blocks import BlockPool, PoolCounters
-from perfkit.engine.scheduler import Scheduler, SchedulerConfig
+from perfkit.engine.engine import Engine
+from perfkit.engine.executor import null_executor
+from perfkit.engine.scheduler import SchedulerOutput
 from perfkit.engine.sequence import Sequence
 from perfkit.fragmentation.types import PolicyResult, Slots
 from perfkit.workload import RequestSpec
 
-NULL_TOKEN = 1  # what the null forward "samples"
+NULL_TOKEN = 1  # what the null executor "samples"
 UNLIMITED = 1 << 40  # a token budget no step reaches
 
 
@@ -96,12 +99,6 @@ class ExactReplay:
     cached_free: list[int]  # cached-but-free blocks after each recorded step
 
 
-def _sequence(spec: RequestSpec) -> Sequence:
-    return Sequence(seq_id=spec.request_id, token_ids=list(spec.prompt),
-                    num_prompt_tokens=len(spec.prompt), max_tokens=spec.max_tokens,
-                    priority=spec.priority, tool_call=spec.tool_call)
-
-
 def drive_arrivals(arrival_steps: list[int], add: Callable[[int], bool],
                    has_work: Callable[[], bool], step: Callable[[int, bool], None]) -> int:
     """Submit request i at step arrival_steps[i] (add(i) says whether it was rejected), call
@@ -125,43 +122,47 @@ def drive_arrivals(arrival_steps: list[int], add: Callable[[int], bool],
     return rejected
 
 
-def replay_scheduler(
-    profile: Profile, specs: list[RequestSpec], arrival_steps: list[int],
-    unlimited_budget: bool = False, name: str | None = None,
-) -> ExactReplay:
-    """Step the real Scheduler over `specs` (arriving at `arrival_steps`), no tensors."""
-    eng = profile.engine
-    pool = BlockPool(pool_blocks(profile), eng.block_size, eng.prefix_caching)
-    budget = UNLIMITED if unlimited_budget else eng.max_num_batched_tokens
-    sched = Scheduler(SchedulerConfig(eng.max_num_seqs, budget, eng.max_model_len,
-                                      max(len(specs), 1)), pool)
-    rec = Recorder(name or f"paged-{eng.block_size} (scheduler)", eng.block_size,
-                   pool.num_blocks, eng.max_model_len)
+def record_engine(engine: Engine, specs: list[RequestSpec], arrival_steps: list[int],
+                  rec: Recorder, after_step: Callable[[], None] | None = None) -> tuple[int, int]:
+    """Submit specs[i] at step arrival_steps[i], step the engine, and record its pool after
+    every step that ran a request (then call after_step). Returns (finished, rejected)."""
+    last: list[SchedulerOutput] = [SchedulerOutput()]  # the plan of the latest step
+    engine.on_step = lambda out: last.__setitem__(0, out)
     finished = 0
 
     def step(t: int, more_arrivals: bool) -> None:
         nonlocal finished
-        out = sched.schedule()
-        if out.scheduled:
-            sched.commit(out)
-            for item in out.scheduled:
-                if item.samples:
-                    finished += _append(sched, item.seq, eng.max_model_len)
-            rec.record(t, pool, sched.running, len(out.scheduled))
+        before = engine.stats.steps
+        finished += sum(event.finished for event in engine.step())
+        out = last[0]
+        if engine.stats.steps > before:
+            rec.record(t, engine.pool, engine.scheduler.running, len(out.scheduled))
+            if after_step is not None:
+                after_step()
         elif not more_arrivals and not out.preempted:
             raise RuntimeError("scheduler made no progress")  # an engine bug, not user input
 
     rejected = drive_arrivals(
-        arrival_steps, lambda i: sched.add(_sequence(specs[i])) is not None,
-        lambda: sched.has_work, step,
+        arrival_steps, lambda i: engine.add_request(specs[i])[1] is not None,
+        lambda: engine.has_work, step,
     )
-    return ExactReplay(rec.result(finished, rejected, sched.num_preemptions),
-                       dataclasses.replace(pool.counters), rec.cached_free)
+    return finished, rejected
 
 
-def _append(sched: Scheduler, seq: Sequence, max_model_len: int) -> bool:
-    seq.token_ids.append(NULL_TOKEN)
-    if seq.num_output_tokens >= seq.max_tokens or seq.num_tokens >= max_model_len:
-        sched.finish(seq, "length")
-        return True
-    return False
+def replay_scheduler(
+    profile: Profile, specs: list[RequestSpec], arrival_steps: list[int],
+    unlimited_budget: bool = False, name: str | None = None,
+) -> ExactReplay:
+    """Step the real Engine over `specs` (arriving at `arrival_steps`), null executor."""
+    eng = profile.engine
+    replay = dataclasses.replace(
+        eng, guard=False, max_waiting=max(len(specs), 1),
+        max_num_batched_tokens=UNLIMITED if unlimited_budget else eng.max_num_batched_tokens)
+    engine = Engine(dataclasses.replace(profile, engine=replay),
+                    executor=null_executor(NULL_TOKEN))
+    engine.record_timeline = False  # the Recorder accounts every step itself
+    rec = Recorder(name or f"paged-{eng.block_size} (scheduler)", eng.block_size,
+                   engine.pool.num_blocks, eng.max_model_len)
+    finished, rejected = record_engine(engine, specs, arrival_steps, rec)
+    return ExactReplay(rec.result(finished, rejected, engine.scheduler.num_preemptions),
+                       dataclasses.replace(engine.pool.counters), rec.cached_free)

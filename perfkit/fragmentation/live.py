@@ -2,10 +2,11 @@
 
 Runs `Engine(profile)` (tensors, the profile's device) over the trace, stepping
 it and submitting each request at its arrival step, and accounts the pool after
-every step that ran a request the same way as the replays (`frag_exact.account`).
-Beside it: the scheduler replay with a null forward (`frag_exact`, the same
-token budget; it must agree at every step) and the fast paged replay (no token
-budget: it agrees when no step's prefills exceed max_num_batched_tokens).
+every step that ran a request the same way as the replays (`exact.record_engine`,
+`exact.account`). Beside it: the scheduler replay, the same Engine with the null
+executor (`exact.replay_scheduler`, the same token budget; it must agree at every
+step) and the fast paged replay (no token budget: it agrees when no step's prefills
+exceed max_num_batched_tokens).
 
 Memory: on CUDA the caching allocator's reserved, allocated and inactive-split
 bytes (`measure.cuda_mem`); on CPU the process RSS (psutil), sampled every step.
@@ -22,8 +23,9 @@ import psutil
 from perfkit.config.profile import pool_blocks
 from perfkit.config.schema import Profile
 from perfkit.engine.blocks import PoolCounters
+from perfkit.engine.engine import Engine
 from perfkit.errors import PerfkitError
-from perfkit.fragmentation.exact import ExactReplay, Recorder, drive_arrivals, replay_scheduler
+from perfkit.fragmentation.exact import ExactReplay, Recorder, record_engine, replay_scheduler
 from perfkit.fragmentation.paged import simulate_paged
 from perfkit.fragmentation.trace import arrival_steps, specs_trace
 from perfkit.fragmentation.types import Arrivals, PolicyResult
@@ -67,13 +69,13 @@ class LiveReport:
     wall_s: float  # the engine run (a timing; everything else is a count)
 
 
-def _engine_class() -> type:
+def _model_engine(profile: Profile) -> Engine:
     try:
-        from perfkit.engine.engine import Engine
-    except ImportError as err:  # the tensor half of the engine is missing
-        raise PerfkitError(f"--live needs the engine, which cannot be imported here "
+        import perfkit.engine.layers.executor  # noqa: F401  the tensor half (torch)
+    except ImportError as err:
+        raise PerfkitError(f"--live needs the engine's model, which cannot be imported here "
                            f"({err}); use --simulate") from None
-    return Engine
+    return Engine(profile)
 
 
 def available_bytes(profile: Profile) -> tuple[int, str]:
@@ -102,31 +104,17 @@ def _memory(engine: object, rss: list[int]) -> LiveMemory:
 
 def run_engine(profile: Profile, specs: list[RequestSpec], steps: list[int]) -> LiveReport:
     """Step the real engine over `specs`, submitted at `steps` (see module doc)."""
-    engine = _engine_class()(profile)
-    sched, pool, proc = engine.scheduler, engine.pool, psutil.Process()
+    engine = _model_engine(profile)
+    pool, proc = engine.pool, psutil.Process()
     rec = Recorder(f"engine-{pool.block_size} (live)", pool.block_size, pool.num_blocks,
                    profile.engine.max_model_len)
     rss: list[int] = []
-    ran = [0]  # requests the last step scheduled (the engine calls on_step with its plan)
-    engine.on_step = lambda out: ran.__setitem__(0, len(out.scheduled))
-    finished = 0
-
-    def step(t: int, more_arrivals: bool) -> None:
-        nonlocal finished
-        before = engine.stats.steps
-        finished += sum(event.finished for event in engine.step())
-        if engine.stats.steps > before:
-            rec.record(t, pool, sched.running, ran[0])
-            rss.append(proc.memory_info().rss)
-
     start = time.perf_counter()
-    rejected = drive_arrivals(
-        steps, lambda i: engine.add_request(specs[i])[1] is not None,
-        lambda: engine.has_work, step,
-    )
+    finished, rejected = record_engine(engine, specs, steps, rec,
+                                       lambda: rss.append(proc.memory_info().rss))
     wall = time.perf_counter() - start
     own = [(k.blocks_used, k.slots_used) for k in engine.stats.kv_timeline]
-    return LiveReport(rec.result(finished, rejected, sched.num_preemptions), own,
+    return LiveReport(rec.result(finished, rejected, engine.scheduler.num_preemptions), own,
                       dataclasses.replace(pool.counters), rec.cached_free,
                       _memory(engine, rss), [], [], wall)
 
