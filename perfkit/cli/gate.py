@@ -15,9 +15,9 @@ from rich.console import Console
 from rich.text import Text
 
 from perfkit.cli.common import console, err_console, user_errors
+from perfkit.files import atomic_write_text
 from perfkit.gate import render
-from perfkit.gate.compare import GateResult, evaluate
-from perfkit.sweep.result import atomic_write_text, load_result
+from perfkit.gate.compare import GateResult, gate_files
 
 
 def _write(result: GateResult, markdown: Path | None, junit: Path | None,
@@ -48,9 +48,8 @@ def gate(
 ) -> None:
     """Gate on performance regressions: exit 1 when a required metric regressed beyond
     its tolerance with 95% confidence, a deterministic count changed, or a required
-    metric is missing."""
-    base_doc, cur_doc = load_result(baseline), load_result(current)
-    result = evaluate(base_doc, cur_doc, (baseline, current), rules, allow_mismatch)
+    metric is missing or was not measured."""
+    result = gate_files(baseline, current, rules, allow_mismatch)
     for note in result.notes:
         if "--allow-mismatch" in note:
             err_console.print(Text.assemble(("warning: ", "yellow"), note), highlight=False)

@@ -1,6 +1,8 @@
 """Renderers of a gate result: rich table, Markdown (CI job summary), JUnit XML, JSON.
 
-All read the same GateResult. JSON is undecorated, base units, every row.
+All read the same GateResult. JSON is undecorated, base units, every row. A "not
+measured" row names its side everywhere ("not measured in current"); JUnit makes it a
+failure when the metric is required and a skipped case otherwise, like "missing".
 """
 
 from __future__ import annotations
@@ -13,11 +15,12 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
+from perfkit.files import dumps
 from perfkit.gate.compare import GateResult, GateRow
 from perfkit.gate.stats import CONFIDENCE, NUM_RESAMPLES, SEED
-from perfkit.sweep.result import dumps
 
 SCHEMA = "perfkit.gate/1"
+SKIPPED = ("missing", "not measured")  # verdicts of rows compared without numbers
 MAX_MARKDOWN_BYTES = 1_000_000  # GitHub's job summary takes at most 1 MiB
 CI = f"{CONFIDENCE:.0%} CI"
 TABLE_WIDTH = 120  # what the rich table needs without wrapping
@@ -66,7 +69,7 @@ def change_text(row: GateRow) -> str:
 
 
 def tolerance_text(row: GateRow) -> str:
-    if row.baseline is None:
+    if row.verdict in SKIPPED:
         return "-"
     if row.kind == "count" and not row.tolerance:
         return "exact"
@@ -75,7 +78,8 @@ def tolerance_text(row: GateRow) -> str:
 
 
 def verdict_text(row: GateRow, short: bool = False) -> str:
-    return row.verdict + ("" if row.required else " (opt)" if short else " (optional)")
+    side = f" in {row.not_measured}" if row.not_measured else ""
+    return row.verdict + side + ("" if row.required else " (opt)" if short else " (optional)")
 
 
 def cells(row: GateRow, short: bool = False) -> list[str]:
@@ -102,8 +106,8 @@ def _style(row: GateRow) -> str:
         return "bold red"
     if row.verdict in ("regression", "changed", "missing"):
         return "yellow"
-    return {"improved": "green", "within noise": "dim", "too few samples": "dim yellow"}.get(
-        row.verdict, "")
+    return {"improved": "green", "within noise": "dim", "too few samples": "dim yellow",
+            "not measured": "dim yellow"}.get(row.verdict, "")
 
 
 def rich_table(result: GateResult) -> Group:
@@ -115,9 +119,9 @@ def rich_table(result: GateResult) -> Group:
     for row in result.rows:
         table.add_row(*cells(row, short=True), style=_style(row))
     parts: list[Any] = [table]
-    for row in result.failures:
-        parts.append(Text(f"FAIL {row.level} {row.metric}: {row.verdict}. {row.note}",
-                          style="red"))
+    for row in result.failures:  # a "not measured" note starts with its verdict
+        why = row.note if row.verdict == "not measured" else f"{row.verdict}. {row.note}"
+        parts.append(Text(f"FAIL {row.level} {row.metric}: {why}", style="red"))
     for note in result.notes:
         parts.append(Text(f"note: {note}", style="yellow"))
     style = "bold green" if result.verdict == "pass" else "bold red"
@@ -186,7 +190,7 @@ def _testcase(suite: ET.Element, row: GateRow) -> None:
     if row.fails:
         failure = ET.SubElement(case, "failure", message=summary, type=row.verdict)
         failure.text = row.note
-    elif row.verdict == "missing":
+    elif row.verdict in SKIPPED:
         ET.SubElement(case, "skipped", message=f"{summary}. {row.note}")
     else:
         ET.SubElement(case, "system-out").text = f"{summary}. {row.note}".strip()
@@ -196,7 +200,7 @@ def junit(result: GateResult) -> str:
     """One testcase per (level, metric); <failure> for every row that fails the gate."""
     rows = result.rows
     counts = {"tests": str(len(rows)), "failures": str(len(result.failures)), "errors": "0",
-              "skipped": str(sum(r.verdict == "missing" and not r.fails for r in rows))}
+              "skipped": str(sum(r.verdict in SKIPPED and not r.fails for r in rows))}
     root = ET.Element("testsuites", {"name": "perfkit gate", **counts})
     suite = ET.SubElement(root, "testsuite", {"name": "perfkit gate", **counts})
     props = ET.SubElement(suite, "properties")

@@ -4,6 +4,8 @@ Three kinds of metric, each with its own statistics (see perfkit.gate.compare):
   timing  a percentile of raw per-request samples, pooled over repeats (seconds)
   repeat  one noisy value per level and repeat (rates, shares, bytes)
   count   deterministic for profile + seed (tokens, blocks, preemptions, hits)
+Readers are typed getters of a LevelResult. None means the level did not measure the
+metric (a remote target has no engine steps or KV block counts): "not measured".
 
 Rules come from three layers, later ones winning field by field:
 DEFAULT_RULES <- the baseline profile's [gate.rules] <- a --rules TOML file with
@@ -22,6 +24,7 @@ from typing import Any, Literal
 from perfkit.config.schema import GateRule
 from perfkit.config.typed import FieldError, build, unknown_key_message
 from perfkit.errors import PerfkitError
+from perfkit.result.level import LevelResult
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -29,52 +32,19 @@ else:  # pragma: no cover
     import tomli as tomllib
 
 MetricKind = Literal["timing", "repeat", "count"]
-Level = dict[str, Any]
+Read = Callable[[LevelResult], float | None]
 
 
-def _dig(*keys: str) -> Callable[[Level], float | None]:
-    """Reader of level[k1][k2]...; None when absent or not a number."""
-
-    def read(level: Level) -> float | None:
-        value: Any = level
-        for key in keys:
-            value = value.get(key) if isinstance(value, dict) else None
-        ok = isinstance(value, (int, float)) and not isinstance(value, bool)
-        return float(value) if ok else None
-
-    return read
-
-
-def _prefix_hits(level: dict[str, Any]) -> Any:
+def _prefix_hits(level: LevelResult) -> int | None:
     """In-process: the pool's block hits; a remote target: the scraped server counter."""
-    if "client" in level:
-        return _dig("server", "prefix_hits")(level)
-    return _dig("counts", "pool_hits")(level)
+    if level.remote:
+        return level.server.prefix_hits if level.server is not None else None
+    return level.counts.pool_hits
 
 
-def _when_available(section: str, read: Callable[[Level], float | None]
-                    ) -> Callable[[Level], float | None]:
-    """None unless level[section]['available'] is true (a sampler that did not run)."""
-
-    def read_available(level: Level) -> float | None:
-        part = level.get(section)
-        return read(level) if isinstance(part, dict) and part.get("available") is True else None
-
-    return read_available
-
-
-def _rejected(level: Level) -> float | None:
-    rejected = level.get("counts", {}).get("rejected")
-    return float(sum(rejected.values())) if isinstance(rejected, dict) else None
-
-
-def _kv_waste_slots(level: Level) -> float | None:
-    """Mean token slots held in allocated blocks but holding no token, per engine step."""
-    blocks, slots = _dig("kv", "mean_blocks_used")(level), _dig("kv", "mean_slots_used")(level)
-    size = _dig("kv", "block_size")(level)
-    if blocks is None or slots is None or size is None:
-        return None
-    return blocks * size - slots
+REMOTE_BLOCKS = "a remote target exports no KV block counts"
+SCRAPED = "a remote target's {} are known only with perfkit sweep --scrape-metrics"
+NOTHING_FINISHED = "no request finished in the measured window"
 
 
 @dataclass(frozen=True)
@@ -83,10 +53,12 @@ class Metric:
     kind: MetricKind
     unit: str  # "s", "tok/s", "req/s", "share", "bytes", or a count's noun
     help: str
-    sample: str | None = None  # timing: the per-request field in level["requests"]
+    sample: str | None = None  # timing: the RequestSample field (perfkit.gate.inputs.SAMPLES)
     q: float | None = None  # timing: the percentile, 0..100
-    read: Callable[[Level], float | None] | None = None  # repeat, count: one level's value
+    read: Read | None = None  # repeat, count: one level's value; None: not measured there
+    sampler: Literal["cpu", "gpu"] | None = None  # the level section that must be available
     scheduled: bool = False  # count that depends on the batch schedule (noisy on open loop)
+    unmeasured: str = ""  # why `read` can give None (shown with a "not measured" verdict)
 
 
 def _timing(name: str, field: str, q: float, what: str) -> Metric:
@@ -101,31 +73,33 @@ METRICS: dict[str, Metric] = {m.name: m for m in [
     _timing("e2e_p50", "e2e_s", 50, "end-to-end latency"),
     _timing("e2e_p99", "e2e_s", 99, "end-to-end latency"),
     Metric("throughput", "repeat", "tok/s", "output tokens per second",
-           read=_dig("throughput", "output_tokens_per_s")),
+           read=lambda lv: lv.throughput.output_tokens_per_s, unmeasured=NOTHING_FINISHED),
     Metric("goodput", "repeat", "req/s", "requests per second meeting every SLO target",
-           read=_dig("goodput", "good_per_s")),
+           read=lambda lv: lv.goodput.good_per_s, unmeasured=NOTHING_FINISHED),
     Metric("system_share", "repeat", "share", "share of CPU time spent in the kernel",
-           read=_when_available("cpu", _dig("cpu", "system_share"))),
+           read=lambda lv: lv.cpu.system_share, sampler="cpu"),
     Metric("gpu_peak_bytes", "repeat", "bytes", "peak device memory in use (NVML)",
-           read=_when_available("gpu", _dig("gpu", "peak_used_bytes"))),
+           read=lambda lv: lv.gpu.peak_used_bytes, sampler="gpu"),
     Metric("output_tokens", "count", "tokens", "output tokens of served requests",
-           read=_dig("counts", "output_tokens")),
+           read=lambda lv: lv.counts.output_tokens),
     Metric("prompt_tokens", "count", "tokens", "prompt tokens of served requests",
-           read=_dig("counts", "prompt_tokens")),
+           read=lambda lv: lv.counts.prompt_tokens),
     Metric("cached_tokens", "count", "tokens", "prompt tokens served from the prefix cache",
-           read=_dig("counts", "cached_tokens"), scheduled=True),
+           read=lambda lv: lv.counts.cached_tokens, scheduled=True),
     Metric("rejected", "count", "requests", "requests rejected by admission control",
-           read=_rejected, scheduled=True),
+           read=lambda lv: lv.counts.num_rejected, scheduled=True),
     Metric("preemptions", "count", "preemptions", "preemptions of served requests",
-           read=_dig("counts", "preemptions"), scheduled=True),
+           read=lambda lv: lv.counts.preemptions, scheduled=True,
+           unmeasured=SCRAPED.format("preemptions")),
     Metric("prefix_hits", "count", "blocks", "prefix-cache block lookups that hit",
-           read=_prefix_hits, scheduled=True),
+           read=_prefix_hits, scheduled=True,
+           unmeasured=SCRAPED.format("prefix hits") + " (from a server that exports them)"),
     Metric("kv_peak_blocks", "count", "blocks", "peak KV blocks in use",
-           read=_dig("kv", "peak_blocks_used"), scheduled=True),
+           read=lambda lv: lv.kv.peak_blocks_used, scheduled=True, unmeasured=REMOTE_BLOCKS),
     Metric("kv_waste_slots", "count", "slots", "mean allocated but empty token slots per step",
-           read=_kv_waste_slots, scheduled=True),
-    Metric("steps", "count", "steps", "engine steps", read=_dig("counts", "steps"),
-           scheduled=True),
+           read=lambda lv: lv.kv.waste_slots, scheduled=True, unmeasured=REMOTE_BLOCKS),
+    Metric("steps", "count", "steps", "engine steps", read=lambda lv: lv.counts.steps,
+           scheduled=True, unmeasured="a client cannot count a remote engine's steps"),
 ]}
 
 

@@ -1,4 +1,5 @@
-"""Intervals for the regression gate: how sure is a change, in the metric's unit.
+"""Intervals for the regression gate: how sure is a change, in the metric's unit, and
+the decision it supports (`decide`: regression only when the whole interval is out).
 
 Every interval here is for delta = current - baseline (never a ratio, so a zero
 baseline is fine). Two estimators, both at CONFIDENCE (95%, two-sided):
@@ -22,13 +23,17 @@ import math
 import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Literal
 
 import numpy as np
+
+from perfkit.config.schema import GateRule
 
 CONFIDENCE = 0.95  # two-sided; the t table below is for this level
 NUM_RESAMPLES = 2000
 SEED = 20240601  # fixed: the same inputs always give the same intervals
 MIN_TAIL = 5  # samples a side needs beyond a percentile for its interval (p99: 500)
+SINGLE_FACTOR = 3.0  # without an interval, only a change beyond 3x the band alarms
 
 # Two-sided 95% critical values of Student's t (0.975 quantile) by degrees of
 # freedom, from the standard tables; between listed df the smaller df is used.
@@ -145,3 +150,24 @@ def mean_delta(baseline: Sequence[float], current: Sequence[float]) -> Interval 
     df = (sb + sc) ** 2 / (sb**2 / (len(baseline) - 1) + sc**2 / (len(current) - 1))
     half = t_critical(df) * se
     return Interval(mc - mb - half, mc - mb + half)
+
+
+# ---- deciding ---------------------------------------------------------------------------
+
+
+def band_side(delta: float, rule: GateRule, band: float) -> int:
+    """+1 when delta lies beyond the band on the good side, -1 on the bad side, else 0."""
+    good = -delta if rule.direction == "lower" else delta
+    return 1 if good > band else -1 if good < -band else 0
+
+
+def decide(delta: float, interval: Interval | None, rule: GateRule, band: float
+           ) -> Literal["improved", "regression", "within noise"]:
+    """Regression or improvement only when the whole interval is beyond the band;
+    without an interval, only when the point change is beyond SINGLE_FACTOR bands."""
+    if interval is None:
+        side = band_side(delta, rule, band * SINGLE_FACTOR)
+    else:
+        sides = {band_side(interval.low, rule, band), band_side(interval.high, rule, band)}
+        side = sides.pop() if len(sides) == 1 else 0
+    return "improved" if side > 0 else "regression" if side < 0 else "within noise"

@@ -99,3 +99,39 @@ def test_rules_file_with_unknown_metric_exits_2(gate, tmp_path):
     result = gate(d, d, "--rules", str(rules))
     assert result.exit_code == 2
     assert "unknown metric 'thruput'; did you mean 'throughput'" in result.stderr
+
+
+def test_remote_results_without_scraping_fail_as_not_measured(gate, tmp_path):
+    base, cur = gate_docs.remote_doc(7), gate_docs.remote_doc(8)
+    result = gate(base, cur)
+    assert result.exit_code == 1
+    assert "FAIL c=4 kv_peak_blocks: not measured in the baseline and current result" \
+        in result.stdout
+    assert "FAIL c=1 preemptions: not measured" in result.stdout
+    assert "regression: 8 of 38 checks failing" in result.stdout
+    rules = tmp_path / "remote.toml"
+    rules.write_text("".join(f"[rules.{m}]\nrequired = false\n" for m in
+                             ("preemptions", "prefix_hits", "kv_peak_blocks", "kv_waste_slots")))
+    passed = gate(base, cur, "--rules", str(rules))
+    assert passed.exit_code == 0, passed.stdout
+    assert "not measured in both (opt)" in passed.stdout
+
+
+def test_v1_and_v2_files_of_the_same_run_gate_as_equal(gate, tmp_path):
+    for d in (gate_docs.noisy_doc(9), gate_docs.remote_doc(10, scraped=True)):
+        verdicts = []
+        for base in (d, gate_docs.as_v1(d)):
+            out = tmp_path / "v.json"
+            result = gate(base, d, "--json", str(out))
+            verdicts.append((result.exit_code, json.loads(out.read_text())["rows"]))
+        assert verdicts[0] == verdicts[1]
+
+
+def test_malformed_v2_file_exits_2_naming_the_file_and_field(gate, tmp_path):
+    bad = gate_docs.noisy_doc(11)
+    bad["levels"][1]["counts"]["steps"] = "many"
+    result = gate(gate_docs.noisy_doc(12), bad)
+    assert result.exit_code == 2
+    (line,) = result.stderr.strip().splitlines()
+    assert line.startswith(f"error: {tmp_path / 'cur.json'}: malformed sweep result: ")
+    assert "levels[1].counts.steps: expected an integer" in line

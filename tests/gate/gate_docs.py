@@ -1,24 +1,52 @@
 """Synthetic sweep results for the gate's tests (a helper, not a test module).
 
-`level(...)` builds one level dict from per-request ttft/tpot lists the way the
-sweep does: warm-up requests first (flagged, and finished before any measured
-arrival), summaries by `perfkit.summary.latency.distribution`. `doc(...)`
-wraps levels in a result document; `noisy_doc(seed, ...)` draws one from fixed
-distributions, so two seeds differ only by resampled noise.
+`level(...)` builds one perfkit.sweep/2 level dict from per-request ttft/tpot lists the
+way the sweep does: warm-up requests first (flagged, and finished before any measured
+arrival), summaries by `perfkit.summary.latency.distribution`. `remote(level)` turns it
+into what a remote target measures (None where a client cannot see). `doc(...)` wraps
+levels in a result document; `noisy_doc(seed, ...)` draws one from fixed distributions,
+so two seeds differ only by resampled noise. `as_v1(doc)` writes a document as
+perfkit.sweep/1 did (zeros where nothing was measured). Every document decodes through
+perfkit.result.io (`run` decodes, then gates).
 """
 
 from __future__ import annotations
 
 import copy
+import dataclasses
 import random
+from pathlib import Path
 from typing import Any
 
+from perfkit.gate.compare import GateResult, GateRow, evaluate
+from perfkit.gate.inputs import decode
+from perfkit.measure.cuda_mem import CudaMemStats
+from perfkit.measure.gc import GcStats
+from perfkit.measure.nvml import NvmlStats
+from perfkit.measure.proc import ProcStats
+from perfkit.result.codec import to_json
+from perfkit.result.remote import ClientOverhead, ServerMetrics
 from perfkit.summary.latency import distribution
 
 NUM_WARMUP = 2
 OUTPUT_TOKENS = 32  # per request; e2e = ttft + tpot * (OUTPUT_TOKENS - 1)
 BASE_TTFT_S = 0.050  # at concurrency 1; grows with concurrency
 BASE_TPOT_S = 0.010
+PATHS = (Path("base.json"), Path("cur.json"))
+POOL = ("pool_allocations", "pool_frees", "pool_hits", "pool_misses", "pool_evictions",
+        "pool_copy_on_writes")
+KV_BLOCKS = ("blocks_total", "slots_total", "block_size", "peak_blocks_used",
+             "peak_slots_used", "mean_blocks_used", "mean_slots_used")
+
+
+def run(base: dict, cur: dict, **kw: Any) -> GateResult:
+    """The gate on two documents, each decoded as load_result decodes a file."""
+    return evaluate(decode(base, str(PATHS[0])), decode(cur, str(PATHS[1])), PATHS, **kw)
+
+
+def row(result: GateResult, level: str, metric: str) -> GateRow:
+    (found,) = [r for r in result.rows if r.level == level and r.metric == metric]
+    return found
 
 
 def request(rid: int, arrival_s: float, ttft_s: float, tpot_s: float,
@@ -41,6 +69,12 @@ def counts(concurrency: int | None, num: int) -> dict[str, Any]:
             "pool_copy_on_writes": 0}
 
 
+def _cpu(system_share: float) -> dict[str, Any]:
+    stats = dataclasses.replace(ProcStats.wall_only(1.0, ""), available=True, user_s=0.9,
+                                system_s=0.02, system_share=system_share, num_minor_faults=100)
+    return to_json(stats)
+
+
 def level(ttft: list[float], tpot: list[float], concurrency: int | None = 1, repeat: int = 0,
           rate: float | None = None, throughput: float = 1000.0, system_share: float = 0.02,
           warmup_ttft_s: float = 0.5) -> dict[str, Any]:
@@ -50,25 +84,79 @@ def level(ttft: list[float], tpot: list[float], concurrency: int | None = 1, rep
     reqs = warm + [request(NUM_WARMUP + i, start + 0.01 * i, t, p)
                    for i, (t, p) in enumerate(zip(ttft, tpot))]
     measured = reqs[NUM_WARMUP:]
-    latency = {k: distribution(r[f"{k}_s"] for r in measured).to_dict()
+    latency = {k: to_json(distribution(r[f"{k}_s"] for r in measured))
                for k in ("ttft", "tpot", "e2e", "queue")}
+    peak = 8 * (concurrency or 1)
     return {
         "concurrency": concurrency, "rate": rate, "repeat": repeat,
         "counts": counts(concurrency, len(measured)),
-        "latency": latency | {"itl": distribution([]).to_dict()},
+        "latency": latency | {"itl": to_json(distribution([]))},
         "throughput": {"window_s": 1.0, "requests_per_s": throughput / OUTPUT_TOKENS,
                        "output_tokens_per_s": throughput, "total_tokens_per_s": throughput * 4},
         "goodput": {"requests": len(measured), "good_requests": len(measured), "share": 1.0,
                     "good_per_s": throughput / OUTPUT_TOKENS, "window_s": 1.0},
-        "kv": {"blocks_total": 64, "slots_total": 1024, "block_size": 16,
-               "peak_blocks_used": 8 * (concurrency or 1), "peak_slots_used": 120,
-               "mean_blocks_used": 6.5, "mean_slots_used": 90.25, "peak_waiting": 0,
-               "timeline": {}},
-        "cpu": {"available": True, "wall_s": 1.0, "user_s": 0.9, "system_s": 0.02,
-                "system_share": system_share, "num_minor_faults": 100},
-        "gpu": {"available": False, "peak_used_bytes": 0},
+        "observed_concurrency": float(concurrency or 1), "prefix_hit_rate": 0.0,
+        "kv": {"available": True, "reason": "", "source": "engine block pool",
+               "blocks_total": 64, "slots_total": 1024, "block_size": 16,
+               "peak_blocks_used": peak, "peak_slots_used": 120, "mean_blocks_used": 6.5,
+               "mean_slots_used": 90.25, "usage_peak": peak / 64, "usage_mean": 6.5 / 64,
+               "peak_waiting": 0, "timeline": {}},
+        "guard": None,
+        "cpu": _cpu(system_share),
+        "gc": to_json(GcStats.disabled("off in tests")),
+        "gpu": to_json(NvmlStats.unavailable("no GPU in tests")),
+        "cuda": to_json(CudaMemStats.unavailable("no CUDA in tests")),
         "requests": reqs,
     }
+
+
+def remote(lv: dict[str, Any], scraped: bool = False) -> dict[str, Any]:
+    """The level as a remote target reports it: no engine steps, pool counters, KV block
+    counts or per-request preemptions; the server's preemptions and prefix hits only when
+    scraped."""
+    out = copy.deepcopy(lv)
+    c = out["counts"]
+    c |= {"steps": None, "batched_tokens": None, "preemptions": c["preemptions"] if scraped
+          else None} | dict.fromkeys(POOL)
+    server = ServerMetrics(
+        True, "", "http://127.0.0.1:8000/metrics", num_scrapes=10, kv_usage_peak=0.25,
+        kv_usage_mean=0.1, peak_running=2, peak_waiting=0, preemptions=c["preemptions"],
+        prefix_queries=1000, prefix_hits=3 * (lv["concurrency"] or 1), prefix_hit_rate=0.5,
+    ) if scraped else ServerMetrics.unavailable("not scraped (no --scrape-metrics)")
+    out["kv"] = {"available": scraped, "reason": "" if scraped else server.reason,
+                 "source": "vllm:kv_cache_usage_perc (scraped)", "timeline": {},
+                 "usage_peak": server.kv_usage_peak, "usage_mean": server.kv_usage_mean,
+                 "peak_waiting": server.peak_waiting} | dict.fromkeys(KV_BLOCKS)
+    for req in out["requests"]:
+        req |= {"preemptions": None, "queue_s": None, "error": None}
+    out["latency"]["queue"] = to_json(distribution([]))
+    out["server"] = to_json(server)
+    out["errors"] = {"total": 0, "by_kind": {}, "warmup": 0, "retry_after_s_max": None}
+    out["client"] = to_json(ClientOverhead(0.1, 1.0, 0.1, len(out["requests"]), 0.001,
+                                           lv["concurrency"], 0.01, {"count": 0}))
+    return out
+
+
+def as_v1(d: dict[str, Any]) -> dict[str, Any]:
+    """The same run as perfkit.sweep/1 wrote it (see perfkit.result.upgrade): remote levels
+    with zeros for steps, KV blocks and unscraped preemptions, no guard or pool counters;
+    in-process KV without available/source/usage."""
+    out = copy.deepcopy(d) | {"schema": "perfkit.sweep/1"}
+    for lv in out["levels"]:
+        kv = lv["kv"]
+        if "client" not in lv:
+            for key in ("available", "source", "usage_peak", "usage_mean"):
+                del kv[key]
+            continue
+        c = lv["counts"]
+        c |= {"steps": 0, "batched_tokens": 0, "preemptions": c["preemptions"] or 0}
+        for key in POOL:
+            del c[key]
+        kv |= dict.fromkeys(KV_BLOCKS, 0) | {"peak_waiting": kv["peak_waiting"] or 0}
+        for req in lv["requests"]:
+            req["preemptions"] = 0
+        del lv["guard"]
+    return out
 
 
 def doc(levels: list[dict[str, Any]], sha256: str = "a" * 64,
@@ -77,11 +165,14 @@ def doc(levels: list[dict[str, Any]], sha256: str = "a" * 64,
     resolved = copy.deepcopy(resolved or {"name": "test", "engine": {"block_size": 16}})
     resolved["gate"] = {"rules": gate_rules or {}}
     repeats = max(lv["repeat"] for lv in levels) + 1 if levels else 0
-    return {"schema": "perfkit.sweep/1", "kind": "sweep",
+    labels = list(dict.fromkeys(f"c={lv['concurrency']}" if lv["rate"] is None
+                                else f"{lv['rate']:g}/s" for lv in levels))
+    return {"schema": "perfkit.sweep/2", "kind": "sweep",
             "profile": {"name": "test", "sha256": sha256, "resolved": resolved},
             "environment": {"device_class": device_class, "device": "cpu"},
-            "plan": {"repeats": repeats}, "levels": levels, "knee": None, "findings": [],
-            "complete": True}
+            "plan": {"levels": labels, "requests": len(levels[0]["requests"]) if levels else 0,
+                     "warmup": NUM_WARMUP, "repeats": repeats, "samplers": True},
+            "target": None, "levels": levels, "knee": None, "findings": [], "complete": True}
 
 
 def noisy_doc(seed: int, concurrencies: tuple[int, ...] = (1, 4), repeats: int = 3,
@@ -93,11 +184,20 @@ def noisy_doc(seed: int, concurrencies: tuple[int, ...] = (1, 4), repeats: int =
     levels = []
     for r in range(repeats):  # interleaved like the sweep: every level, then repeat
         for c in concurrencies:
-            run = rng.lognormvariate(0, 0.02)
-            ttft = [BASE_TTFT_S * c**0.5 * run * ttft_factor * rng.lognormvariate(0, 0.35)
+            shift = rng.lognormvariate(0, 0.02)
+            ttft = [BASE_TTFT_S * c**0.5 * shift * ttft_factor * rng.lognormvariate(0, 0.35)
                     for _ in range(n)]
-            tpot = [BASE_TPOT_S * c**0.2 * run * tpot_factor * rng.lognormvariate(0, 0.2)
+            tpot = [BASE_TPOT_S * c**0.2 * shift * tpot_factor * rng.lognormvariate(0, 0.2)
                     for _ in range(n)]
             levels.append(level(ttft, tpot, c, r, throughput=1000 * c**0.8 * rng.gauss(1, 0.03),
                                 system_share=0.02 + rng.gauss(0, 0.003)))
     return doc(levels, **doc_kw)
+
+
+def remote_doc(seed: int, scraped: bool = False, **kw: Any) -> dict[str, Any]:
+    """noisy_doc's run against a remote target (device class remote:test)."""
+    d = noisy_doc(seed, device_class="remote:test", **kw)
+    d["levels"] = [remote(lv, scraped) for lv in d["levels"]]
+    d["target"] = {"url": "http://127.0.0.1:8000/v1", "model": "test",
+                   "scrape_metrics": "http://127.0.0.1:8000/metrics" if scraped else None}
+    return d
