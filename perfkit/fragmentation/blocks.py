@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 
+from perfkit.config.units import cdiv
 from perfkit.fragmentation.types import Slots, Trace
 
 
@@ -156,7 +157,7 @@ class PagedState:
     def _t_last(self, i: int) -> tuple[int, int]:
         """(step its last block is allocated, internal slots of that block)."""
         bs, kv = self.bs, self.kv[i]
-        last = -(-kv // bs)
+        last = cdiv(kv, bs)
         return self.adm[i] + max(0, (last - 1) * bs + 1 - self.c0[i]), last * bs - kv
 
     def drop(self, i: int, held: int, t: int) -> None:
@@ -171,7 +172,7 @@ class PagedState:
             self.sum_blocks += (bs * (q1 * (q1 + 1) - q0 * (q0 + 1)) // 2 + r1 * (q1 + 1)
                                 - r0 * (q0 + 1) - span * h)
             kv = self.kv[i]
-            last = -(-kv // bs)  # blocks at the end; internal slots from when it exists
+            last = cdiv(kv, bs)  # blocks at the end; internal slots from when it exists
             t_last = a + (last - 1) * bs + 1 - c0
             if t_last < a:
                 t_last = a

@@ -10,9 +10,8 @@ is computed in its admission step) and with the queue uncapped:
   prompt + the tokens it had generated; a step with a preemption admits no one;
 - otherwise the queue head is admitted (FCFS, no overtaking) while its blocks fit
   and fewer than max_num_seqs run; it is freed at the end of the step in which it
-  stores its last K/V (kv_len, see `frag_types`).
-tests/analysis replay the real Scheduler and BlockPool with a null forward and
-check that the blocks and slots used agree at every step.
+  stores its last K/V (kv_len, see `types`).
+tests/fragmentation check every step's blocks and slots against the Engine's.
 
 Speed. A request admitted at step a with c0 tokens computed crosses a block
 boundary at steps t = a + 1 - c0 (mod block_size), so running requests sit in one
@@ -37,8 +36,9 @@ from __future__ import annotations
 import heapq
 from collections import deque
 
+from perfkit.config.units import cdiv
 from perfkit.fragmentation.blocks import PagedState
-from perfkit.fragmentation.types import PolicyResult, Trace, cdiv
+from perfkit.fragmentation.types import PolicyResult, Trace
 
 NEVER = 1 << 62  # a step no replay reaches
 
@@ -87,7 +87,7 @@ class _PagedReplay(PagedState):
             if self.num >= self.cap:
                 self.last_cap = t
                 break
-            need = -(-c0[i] // bs)
+            need = cdiv(c0[i], bs)
             if self.prefix is not None and self.trace.prefix_group[i] >= 0:
                 if not self._admit_shared(i, need, t):
                     break
@@ -143,7 +143,7 @@ class _PagedReplay(PagedState):
         while need > self.free:
             v = self._pop_victim()
             need -= v in due
-            self._preempt(v, -(-(self.c0[v] + t - 1 - self.adm[v]) // self.bs), t)
+            self._preempt(v, cdiv(self.c0[v] + t - 1 - self.adm[v], self.bs), t)
         self.free -= need
 
     def _pressure_ordered(self, t: int, due: dict[int, None]) -> None:
@@ -155,7 +155,7 @@ class _PagedReplay(PagedState):
                 continue
             while self.free < 1:
                 v = self._pop_victim()
-                self._preempt(v, -(-(c0[v] + t - 1 - adm[v]) // bs) + (v in done), t)
+                self._preempt(v, cdiv(c0[v] + t - 1 - adm[v], bs) + (v in done), t)
                 if v == i:
                     break
             if running[i]:
@@ -242,7 +242,7 @@ class _PagedReplay(PagedState):
             else fresh[0]
         if self.num >= self.cap:
             self.last_cap = t
-        elif -(-self.c0[i] // self.bs) > self.free:
+        elif cdiv(self.c0[i], self.bs) > self.free:
             self.last_mem = t
         else:
             return False
