@@ -109,6 +109,8 @@ class NullExecutor:
 
     def execute(self, out: SchedulerOutput, sampling: list[Sequence]) -> ExecutorOutput:
         guard, token, span = self.guard, self.token, self._span
+        if token is not None and guard is None:
+            return ExecutorOutput([token] * len(sampling))
         tokens = []
         for seq in sampling:
             if guard is not None and seq.tool_call:
