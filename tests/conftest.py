@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import pytest
+
+# Test helpers shared across folders (levels.py: typed levels from partial dicts).
+sys.path.insert(0, str(Path(__file__).parent))
 
 
 @pytest.fixture

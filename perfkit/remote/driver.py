@@ -50,7 +50,7 @@ async def _drive(sweep: RemoteSweep, level: LoadPoint, repeat: int, specs: list[
         samplers.stop()
         samplers.start()
         if scraper is not None:
-            scraper.mark()
+            await asyncio.to_thread(scraper.mark)
         meter.mark()
 
     def on_rec(record: RequestRecord) -> None:

@@ -142,6 +142,7 @@ class Scraper:
         self.num_failed = 0
         self._wake = threading.Event()
         self._marked = threading.Event()
+        self._based = threading.Event()  # set once the baseline of the last mark is taken
         self._stopped = threading.Event()
         self._thread = threading.Thread(target=self._run, name="perfkit-scrape", daemon=True)
 
@@ -159,9 +160,13 @@ class Scraper:
         self._thread.start()
 
     def mark(self) -> None:
-        """The measured phase starts: a fresh baseline, a fresh timeline."""
+        """The measured phase starts: a fresh baseline, a fresh timeline. Returns once the
+        baseline is taken (await it through asyncio.to_thread), so no measured request
+        is counted before it."""
+        self._based.clear()
         self._marked.set()
         self._wake.set()
+        self._based.wait(SCRAPE_TIMEOUT_S + 1.0)
 
     def _run(self) -> None:
         while not self._stopped.is_set():
@@ -169,6 +174,7 @@ class Scraper:
                 self._marked.clear()
                 self.snaps, self.num_failed = [], 0
                 self.base = self.scrape()
+                self._based.set()
             else:
                 snap = self.scrape()
                 if snap is not None:

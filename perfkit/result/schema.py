@@ -33,7 +33,7 @@ def _schema(tp: Any, defs: dict[str, Any]) -> dict[str, Any]:
     if origin is dict:
         _, item = typing.get_args(tp) or (str, Any)
         return {"type": "object", "additionalProperties": _schema(item, defs)}
-    if dataclasses.is_dataclass(tp):
+    if isinstance(tp, type) and dataclasses.is_dataclass(tp):
         name = tp.__name__
         if name not in defs:
             defs[name] = {}  # placeholder: recursion and sharing

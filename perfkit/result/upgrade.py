@@ -47,7 +47,8 @@ def _local_level(lv: dict[str, Any]) -> None:
 def upgrade_v1(doc: dict[str, Any]) -> dict[str, Any]:
     """A copy of a v1 document in the v2 layout (the input is not changed)."""
     out = copy.deepcopy(doc)
-    for lv in out.get("levels", []):
+    levels = out.get("levels")
+    for lv in levels if isinstance(levels, list) else []:
         if not isinstance(lv, dict):
             continue
         if "client" in lv:

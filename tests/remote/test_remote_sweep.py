@@ -8,8 +8,9 @@ from pathlib import Path
 
 import jsonschema
 import pytest
+from levels import level as typed_level
 
-SCHEMA = json.loads((Path(__file__).parents[2] / "perfkit/sweep/schema.json").read_text())
+SCHEMA = json.loads((Path(__file__).parents[2] / "perfkit/result/sweep.schema.json").read_text())
 SAME = ("requests", "completed", "finish_reasons", "prompt_tokens", "output_tokens",
         "preemptions")
 TINY = ["--profile", "shared-prefix", "--requests", "6", "--concurrency", "1,2",
@@ -95,11 +96,13 @@ def test_option_errors_exit_2_before_any_level(cli, tmp_path, monkeypatch):
 def remote_level(**client):
     return {
         "concurrency": 8, "rate": None, "repeat": 0,
-        "counts": {"preemptions": 0, "steps": 0},
-        "kv": {"usage_peak": 0.5, "peak_waiting": 3, "peak_blocks_used": 0, "blocks_total": 0},
-        "client": {"cpu_share": 0.1, "loop_lag": {"p99": 0.001}, "cpu_per_request_s": 0.001}
-        | client,
-        "errors": {"total": 0, "by_kind": {}},
+        "counts": {"preemptions": 0, "steps": None},
+        "kv": {"usage_peak": 0.5, "peak_waiting": 3, "peak_blocks_used": None,
+               "blocks_total": None, "source": "vllm:kv_cache_usage_perc (scraped)"},
+        "client": {"cpu_s": 0.1, "wall_s": 1.0, "requests": 8, "connections": 8,
+                   "lag_interval_s": 0.01, "cpu_share": 0.1, "loop_lag": {"p99": 0.001},
+                   "cpu_per_request_s": 0.001} | client,
+        "errors": {"total": 0, "by_kind": {}, "warmup": 0, "retry_after_s_max": None},
     }
 
 
@@ -109,8 +112,8 @@ def test_remote_findings_fire_on_crafted_levels():
 
     prof = load_profile("default", Overrides())
 
-    def ids(level):
-        return {f["id"] for f in find_all([level], prof, None)}
+    def ids(part):
+        return {f.id for f in find_all([typed_level(part)], prof, None)}
 
     assert ids(remote_level()) == set()  # engine rules do not run on a remote level
     assert ids(remote_level(cpu_share=0.8)) == {"client_bound"}
@@ -119,5 +122,6 @@ def test_remote_findings_fire_on_crafted_levels():
     busy["kv"]["usage_peak"] = 0.97  # scraped: full, with requests waiting
     assert ids(busy) == {"kv_pressure"}
     failing = remote_level()
-    failing["errors"] = {"total": 2, "by_kind": {"http 503": 2}}
+    failing["errors"] = {"total": 2, "by_kind": {"http 503": 2}, "warmup": 0,
+                         "retry_after_s_max": None}
     assert ids(failing) == {"http_errors"}

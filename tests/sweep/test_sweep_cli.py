@@ -13,7 +13,7 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-SCHEMA = json.loads((Path(__file__).parents[2] / "perfkit/sweep/schema.json").read_text())
+SCHEMA = json.loads((Path(__file__).parents[2] / "perfkit/result/sweep.schema.json").read_text())
 
 
 def run_tiny(cli, tiny, tmp_path: Path, *extra: str):
@@ -69,7 +69,7 @@ def test_formats_and_out_dir(cli, tiny, tmp_path):
     assert "| level |" in (out / "summary.md").read_text()
     assert 'id="chart-throughput"' in (out / "result.html").read_text()
     result = cli("sweep", *tiny, "--format", "json")
-    assert json.loads(result.stdout)["schema"] == "perfkit.sweep/1"
+    assert json.loads(result.stdout)["schema"] == "perfkit.sweep/2"
 
 
 def test_open_loop_rate_level(cli, tiny, tmp_path):

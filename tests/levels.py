@@ -1,4 +1,4 @@
-"""Typed levels for summary tests: a blank LevelResult, with a partial dict merged in
+"""Typed levels for tests: a blank LevelResult, with a partial dict merged in
 (as JSON: the same paths a result file has)."""
 
 from __future__ import annotations
