@@ -1,1 +1,2 @@
-"""The serving engine: scheduler, block bookkeeping, KV cache tensors, paged attention, model."""
+"""The serving engine: bookkeeping here (no torch: blocks, scheduler, sequences, the step
+loop, executors), tensor math in layers/, the tool-call guard in guard/."""

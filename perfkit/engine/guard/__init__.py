@@ -1,1 +1,1 @@
-"""Tool-call guard: grammar, DFA mask, loop detection."""
+"""Tool-call guard: grammar, DFA, loop detection (no torch); the logits mask (mask.py, torch)."""

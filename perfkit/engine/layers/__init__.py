@@ -1,1 +1,2 @@
-"""The engine's tensor math: model, paged attention, KV cache."""
+"""The engine's tensor math (the only torch imports): the model executor, model, paged
+attention, KV cache."""
