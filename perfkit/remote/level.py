@@ -50,7 +50,7 @@ def _kv(server: ServerMetrics) -> KvSection:
         available=server.available and peak is not None,
         reason=server.reason or ("" if peak is not None else "the server exports no KV usage"),
         source=SCRAPED_KV, usage_peak=peak, usage_mean=server.kv_usage_mean,
-        peak_waiting=server.peak_waiting)
+        peak_waiting=server.peak_waiting, peak_running=server.peak_running)
 
 
 def _errors(run: RemoteRun) -> ErrorCounts:

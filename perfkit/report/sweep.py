@@ -86,6 +86,7 @@ COUNTS: Columns = [
     ("pre-\nempt", lambda lv: count(lv.counts.preemptions)),
     ("KV peak\nblocks", _kv_peak),
     ("KV peak\nslots", lambda lv: count(lv.kv.peak_slots_used)),
+    ("run\npeak", lambda lv: count(lv.kv.peak_running)),
     ("prefix\nhit", lambda lv: pct(lv.prefix_hit_rate)),
     ("steps", lambda lv: count(lv.counts.steps)),
 ]

@@ -128,6 +128,7 @@ class KvSection:
     usage_peak: float | None = None  # share of blocks in use, [0, 1]
     usage_mean: float | None = None
     peak_waiting: int | None = None  # requests waiting for admission
+    peak_running: int | None = None  # sequences running in one step: the batch at its widest
     timeline: KvTimeline = field(default_factory=KvTimeline)
 
     @property

@@ -60,6 +60,7 @@ def _kv(run: LevelRun) -> KvSection:
         usage_peak=peak / run.num_blocks if run.num_blocks else None,
         usage_mean=mean / run.num_blocks if run.num_blocks else None,
         peak_waiting=max((s.waiting for s in tl), default=0),
+        peak_running=max((s.running for s in tl), default=0),
         timeline=KvTimeline(
             t_s=[round(s.time_s - t0, 6) for s in points],
             blocks_used=[s.blocks_used for s in points],

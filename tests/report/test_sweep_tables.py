@@ -23,7 +23,7 @@ from perfkit.result.io import decode_result, load_result, result_json
 
 REAL_V1 = Path(__file__).parents[1] / "result" / "data"  # written by perfkit sweep, schema /1
 COUNTS_HEAD = ("| level | reqs | out tokens | rej. | pre- empt | KV peak blocks | KV peak slots "
-               "| prefix hit | steps |")
+               "| run peak | prefix hit | steps |")
 
 
 def _section(md: str, title: str) -> list[str]:
@@ -49,9 +49,9 @@ def _text(result: SweepResult, width: int = 120) -> str:
 def test_in_process_counts_are_blocks_slots_and_steps():
     result = rd.decode(rd.sweep_doc([rd.level(1), rd.level(4)]))
     assert _section(markdown(result), "Counts (deterministic)") == [
-        COUNTS_HEAD, "|---|---|---|---|---|---|---|---|---|",
-        "| c=1 | 10 | 80 | 0 | 0 | 3/64 | 48 | 10% | 40 |",
-        "| c=4 | 10 | 320 | 0 | 1 | 12/64 | 192 | 10% | 160 |"]
+        COUNTS_HEAD, "|---|---|---|---|---|---|---|---|---|---|",
+        "| c=1 | 10 | 80 | 0 | 0 | 3/64 | 48 | 1 | 10% | 40 |",
+        "| c=4 | 10 | 320 | 0 | 1 | 12/64 | 192 | 4 | 10% | 160 |"]
     assert "Remote target" not in markdown(result)
 
 
@@ -60,8 +60,8 @@ def test_remote_level_prints_na_for_steps_and_blocks_and_its_scraped_kv_share():
                                      rd.remote_level(8, usage_peak=None)]))
     md = markdown(result)
     assert _section(md, "Counts (deterministic)")[2:] == [
-        "| c=4 | 10 | 320 | 0 | 3 | 42% | n/a | 10% | n/a |",  # scraped preemptions
-        "| c=8 | 10 | 640 | 0 | n/a | n/a | n/a | 10% | n/a |"]  # nothing scraped
+        "| c=4 | 10 | 320 | 0 | 3 | 42% | n/a | 4 | 10% | n/a |",  # scraped preemptions
+        "| c=8 | 10 | 640 | 0 | n/a | n/a | n/a | n/a | 10% | n/a |"]  # nothing scraped
     cpu = _section(md, "CPU, GC, GPU (noisy)")
     assert [row.split(" | ")[4] for row in cpu[2:]] == ["n/a", "n/a"]  # faults per step
     assert _section(md, "Remote target: errors (count) and load-generator cost (noisy)")[2:] == [
@@ -70,7 +70,7 @@ def test_remote_level_prints_na_for_steps_and_blocks_and_its_scraped_kv_share():
     assert [(r["preemptions"], r["peak_blocks_used"], r["blocks_total"]) for r in rows] == [
         ("3", "n/a", "n/a"), ("n/a", "n/a", "n/a")]
     text = _text(result)
-    assert " c=4       10      320      0      3       42%       n/a      10%     n/a" in text
+    assert " c=4       10      320      0      3       42%       n/a      4      10%     n/a" in text
 
 
 def test_what_was_not_measured_prints_na_not_a_dash_or_zero():
@@ -129,7 +129,7 @@ def test_real_v1_files_render_as_the_v2_files_they_upgrade_to(tmp_path, name):
     assert rd.chart_data(pages[0]) == rd.chart_data(pages[1])
     if name == "v1-remote":  # v1 wrote 0 steps and 0 blocks remotely: never measured
         assert _section(markdown(v1), "Counts (deterministic)")[2] == \
-            "| c=2 | 3 | 12 | 0 | n/a | n/a | n/a | 0% | n/a |"
+            "| c=2 | 3 | 12 | 0 | n/a | n/a | n/a | n/a | 0% | n/a |"
 
 
 def test_the_exporters_and_the_out_files(tmp_path):
