@@ -20,6 +20,7 @@ import urllib.error
 import urllib.request
 from dataclasses import dataclass
 
+from perfkit.config.units import cdiv
 from perfkit.result.remote import ServerMetrics
 
 INTERVAL_S = 0.1
@@ -107,7 +108,7 @@ def summarise(url: str, snaps: list[Snapshot], base: Snapshot | None, last: Snap
     running, waiting = _peak([s.running for s in snaps]), _peak([s.waiting for s in snaps])
     queries = _delta(base, last, "prefix_queries")
     hits = _delta(base, last, "prefix_hits")
-    stride = max(1, -(-len(snaps) // MAX_TIMELINE_POINTS))
+    stride = max(1, cdiv(len(snaps), MAX_TIMELINE_POINTS))
     points = snaps[::stride]
     return ServerMetrics(
         True, "", url, len(snaps), num_failed,

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from perfkit.config.schema import SloConfig
+from perfkit.config.units import cdiv
 from perfkit.engine.blocks import PoolCounters
 from perfkit.engine.engine import EngineStats, KvSample
 from perfkit.measure.samplers import LevelMeasurements
@@ -41,7 +42,7 @@ class LevelRun:
 
 def strided(values: list[KvSample], limit: int = MAX_TIMELINE_POINTS) -> list[KvSample]:
     """At most `limit` evenly strided points (the first always kept)."""
-    return values[::max(1, -(-len(values) // limit))]
+    return values[::max(1, cdiv(len(values), limit))]
 
 
 def _kv(run: LevelRun) -> KvSection:
