@@ -6,15 +6,11 @@ import json
 from pathlib import Path
 from typing import Annotated, Any
 
-import torch
 import typer
 from rich.table import Table
 
 from perfkit.cli.common import ModelOpt, ProfileOpt, SetOpt, console, resolve_profile, user_errors
-from perfkit.engine.engine import resolve_device
 from perfkit.errors import PerfkitError
-from perfkit.measure.envinfo import collect
-from perfkit.sweep.result import atomic_write_text
 
 SECTIONS = ("attention", "allocator", "scheduler", "step", "guard")
 
@@ -35,6 +31,8 @@ TARGETS: list[tuple[str, str, str, str, Any]] = [
 
 
 def run_benches(only: list[str], profile: Any, device: str) -> dict[str, Any]:
+    import torch
+
     from perfkit.bench.allocator import bench_allocator
     from perfkit.bench.attention import bench_attention
     from perfkit.bench.guard import bench_guard
@@ -98,6 +96,11 @@ def bench(
 ) -> None:
     """Microbenchmarks of the engine: paged vs dense attention, allocator, scheduler, decode step
     (the step benchmark runs the profile's engine), tool-call guard cost per step."""
+    # imported here: torch and the engine load only when the benchmarks run, not for --help
+    from perfkit.engine.device import resolve_device
+    from perfkit.measure.envinfo import collect
+    from perfkit.sweep.result import atomic_write_text
+
     chosen = SECTIONS if only is None else [s.strip() for s in only.split(",") if s.strip()]
     unknown = [s for s in chosen if s not in SECTIONS]
     if unknown or not chosen:

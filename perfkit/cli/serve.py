@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import ipaddress
 import sys
 from typing import TYPE_CHECKING, Annotated
@@ -19,7 +18,6 @@ from perfkit.cli.common import (
     user_errors,
 )
 from perfkit.errors import PerfkitError
-from perfkit.sweep.sizing import check_fits
 
 if TYPE_CHECKING:
     from perfkit.serve.lifecycle import Server
@@ -70,8 +68,11 @@ def serve(
 ) -> None:
     """Serve the profile's engine over HTTP: OpenAI /v1/completions and
     /v1/chat/completions (streaming too), /v1/models, /health, /metrics (Prometheus)."""
-    # imported here: aiohttp loads only for this command
+    # imported here: asyncio, aiohttp, torch and the engine load only for this command
+    import asyncio
+
     from perfkit.serve.lifecycle import ServeOptions, Server, bind, serve_until_signal
+    from perfkit.sweep.sizing import check_fits
 
     _check_options(port, max_queued_tokens, drain_timeout)
     prof = resolve_profile(profile, model, set_)
