@@ -5,14 +5,15 @@ from __future__ import annotations
 import functools
 import sys
 from collections.abc import Callable
-from typing import Annotated, Any, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
 from rich.console import Console
 
-from perfkit.config.profile import Overrides, load_profile
-from perfkit.config.schema import Profile
 from perfkit.errors import PerfkitError
+
+if TYPE_CHECKING:
+    from perfkit.config.schema import Profile
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -59,6 +60,8 @@ def user_errors(func: F) -> F:
 
 
 def resolve_profile(profile: str, model: str | None, sets: list[str] | None) -> Profile:
+    from perfkit.config.profile import Overrides, load_profile  # not needed for --help
+
     return load_profile(profile, Overrides(model=model, sets=tuple(sets or ())))
 
 

@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 import json
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.table import Table
 
 from perfkit.cli.common import console, user_errors
 from perfkit.config.units import format_bytes
-from perfkit.measure.envinfo import Environment, collect
-from perfkit.stacks.record import stacks_status
+
+if TYPE_CHECKING:
+    from perfkit.measure.envinfo import Environment
 
 
 def _yes(ok: bool | None) -> str:
@@ -57,6 +58,10 @@ def env(
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")] = False,
 ) -> None:
     """Report versions, GPU/NVML status, py-spy and CPU: what to know before trusting a number."""
+    # imported here: collect() imports torch (its version, CUDA) only when env runs
+    from perfkit.measure.envinfo import collect
+    from perfkit.stacks.record import stacks_status
+
     info = collect(probe_pyspy=True)
     ok, how = stacks_status()
     info.extra["stacks"] = {"py_spy": ok, "detail": how}

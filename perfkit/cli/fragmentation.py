@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
-from typing import Annotated, cast
+from typing import TYPE_CHECKING, Annotated, cast
 
 import typer
 
@@ -22,18 +22,13 @@ from perfkit.cli.common import (
     user_errors,
 )
 from perfkit.config.presets import GPU_MEMORY
-from perfkit.config.schema import Profile
 from perfkit.config.units import format_bytes
 from perfkit.errors import PerfkitError
-from perfkit.fragmentation.policies import (
-    Budget,
-    FragConfig,
-    kv_budget,
-    simulate,
-    weight_bytes,
-)
-from perfkit.fragmentation.render import render, to_dict, write_json
-from perfkit.fragmentation.types import Arrivals
+
+if TYPE_CHECKING:
+    from perfkit.config.schema import Profile
+    from perfkit.fragmentation.policies import Budget
+    from perfkit.fragmentation.types import Arrivals
 
 SIMULATE_REQUESTS = 10_000  # default --requests for --simulate: long enough to average
 MAX_BLOCK_SIZE = 1024  # as engine.block_size
@@ -70,6 +65,7 @@ def _live_profile(profile: Profile, budget: Budget, explicit: bool) -> Profile:
     """The engine's profile: its pool is the budget when one was given. Refused when the
     weights and KV tensors would not fit in half the memory the device has free."""
     from perfkit.fragmentation.live import available_bytes
+    from perfkit.fragmentation.policies import weight_bytes
 
     room, where = available_bytes(profile)
     weights = weight_bytes(profile.model)
@@ -116,12 +112,16 @@ def fragmentation(
 ) -> None:
     """Replay the profile's requests through contiguous and paged KV allocation on one
     memory budget: token states, reserved, internal and external fragmentation, free."""
+    # imported here: the replays (and the engine, for --live) load only when they run
+    from perfkit.fragmentation.policies import FragConfig, kv_budget, simulate
+    from perfkit.fragmentation.render import render, to_dict, write_json
+
     _check(simulate_, live_, requests, step_ms, jobs, gpu, arrivals, json_out)
     sizes = _block_sizes(block_sizes)
     prof = resolve_profile(profile, model, set_)
     budget = kv_budget(prof, kv_memory, gpu)
     num = requests or (prof.workload.num_requests if live_ else SIMULATE_REQUESTS)
-    cfg = FragConfig(sizes, num, cast(Arrivals, arrivals), step_ms / 1e3, jobs)
+    cfg = FragConfig(sizes, num, cast("Arrivals", arrivals), step_ms / 1e3, jobs)
     live_prof = _live_profile(prof, budget, kv_memory is not None or gpu is not None) \
         if live_ else None
     report = simulate(prof, budget, cfg)  # before the engine starts threads: it may fork

@@ -8,20 +8,23 @@ CI passes paths such as $GITHUB_STEP_SUMMARY that already exist.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
 from rich.text import Text
 
 from perfkit.cli.common import console, err_console, user_errors
-from perfkit.files import atomic_write_text
-from perfkit.gate import render
-from perfkit.gate.compare import GateResult, gate_files
+
+if TYPE_CHECKING:
+    from perfkit.gate.compare import GateResult
 
 
 def _write(result: GateResult, markdown: Path | None, junit: Path | None,
            json_path: Path | None) -> None:
+    from perfkit.files import atomic_write_text
+    from perfkit.gate import render
+
     for path, text in ((markdown, render.markdown), (junit, render.junit),
                        (json_path, render.json_text)):
         if path is not None:
@@ -49,6 +52,10 @@ def gate(
     """Gate on performance regressions: exit 1 when a required metric regressed beyond
     its tolerance with 95% confidence, a deterministic count changed, or a required
     metric is missing or was not measured."""
+    # imported here: numpy (the bootstrap) loads only when a gate runs, not for --help
+    from perfkit.gate import render
+    from perfkit.gate.compare import gate_files
+
     result = gate_files(baseline, current, rules, allow_mismatch)
     for note in result.notes:
         if "--allow-mismatch" in note:

@@ -8,8 +8,6 @@ import typer
 from rich.table import Table
 
 from perfkit.cli.common import ModelOpt, SetOpt, console, resolve_profile, user_errors
-from perfkit.config import toml_out as tomlout
-from perfkit.config.profile import builtin_names, describe, profile_dict
 
 app = typer.Typer(help="List built-in profiles or show one fully resolved.", no_args_is_help=False)
 
@@ -20,6 +18,8 @@ def list_profiles(ctx: typer.Context) -> None:
     """List the built-in profiles with a one-line description each."""
     if ctx.invoked_subcommand is not None:
         return
+    from perfkit.config.profile import builtin_names, describe  # not needed for --help
+
     table = Table(show_header=True, header_style="bold", box=None)
     table.add_column("profile")
     table.add_column("description")
@@ -37,5 +37,8 @@ def show(
     set_: SetOpt = None,
 ) -> None:
     """Print the fully resolved profile (extends, presets and overrides applied) as TOML."""
+    from perfkit.config import toml_out as tomlout
+    from perfkit.config.profile import profile_dict
+
     resolved = resolve_profile(profile, model, set_)
     typer.echo(tomlout.dumps(profile_dict(resolved)), nl=False)

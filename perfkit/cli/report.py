@@ -9,8 +9,6 @@ import typer
 
 from perfkit.cli.common import console, user_errors
 from perfkit.errors import PerfkitError
-from perfkit.report.html import write_report_files
-from perfkit.report.png import export_png
 
 
 @user_errors
@@ -32,6 +30,10 @@ def report(
     """One HTML file with plots: throughput and latency against concurrency (knee marked),
     latency distributions, KV usage, CPU time and page faults, GPU memory, fragmentation
     by policy, the findings and a flame graph. Opens offline."""
+    # imported here: the report modules load only when a report is written, not for --help
+    from perfkit.report.html import write_report_files
+    from perfkit.report.png import export_png
+
     if output.exists() and output.is_dir():
         raise PerfkitError(f"-o {output}: is a folder; name the HTML file to write")
     path = write_report_files(files, output, label, flame)

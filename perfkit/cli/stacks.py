@@ -11,15 +11,15 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from perfkit.cli.common import console, err_console, user_errors
 from perfkit.errors import PerfkitError
-from perfkit.stacks.external import check_pid, record_command, record_pid
-from perfkit.stacks.record import SAMPLERS, StackRecording, output_paths
-from perfkit.stacks.summary import summary_renderable
+
+if TYPE_CHECKING:
+    from perfkit.stacks.record import StackRecording
 
 DEFAULT_DURATION_S = 10.0
 
@@ -39,6 +39,9 @@ def default_name(pid: int | None, command: list[str]) -> str:
 
 def check_inputs(pid: int | None, command: list[str], duration: float | None, rate: float,
                  sampler: str) -> None:
+    from perfkit.stacks.external import check_pid
+    from perfkit.stacks.record import SAMPLERS
+
     if pid is None and not command:
         raise PerfkitError("nothing to record: give --pid PID, or a command after -- "
                            "(perfkit stacks -- python app.py)")
@@ -58,12 +61,16 @@ def check_inputs(pid: int | None, command: list[str], duration: float | None, ra
 
 
 def check_outputs(out: Path, name: str, force: bool) -> None:
+    from perfkit.stacks.record import output_paths
+
     existing = [p for p in output_paths(out, name) if p.exists()]
     if existing and not force:
         raise PerfkitError(f"{existing[0]} exists; pass --force to overwrite or --name NAME")
 
 
 def report(recording: StackRecording, top: int) -> None:
+    from perfkit.stacks.summary import summary_renderable
+
     if recording.warning:
         err_console.print(f"[yellow]warning:[/] {recording.warning}", highlight=False,
                           soft_wrap=True)
@@ -100,6 +107,9 @@ def stacks(
                      ] = False,
 ) -> None:
     """Record flame-graph-ready stacks of a Python process: folded, speedscope, SVG."""
+    # imported here: psutil and the samplers load only when a recording runs
+    from perfkit.stacks.external import record_command, record_pid
+
     argv = list(command or [])
     check_inputs(pid, argv, duration, rate, sampler)
     base = name or default_name(pid, argv)
