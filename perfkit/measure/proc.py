@@ -21,8 +21,10 @@ import os
 import resource
 import time
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-import psutil
+if TYPE_CHECKING:
+    import psutil
 
 _TASK_DIR = "/proc/self/task"
 
@@ -177,6 +179,8 @@ def schedstat_delta(a: SchedStat, b: SchedStat) -> tuple[int, int, int]:
 
 
 def _rss_bytes(proc: psutil.Process) -> int:
+    import psutil
+
     try:
         return int(proc.memory_info().rss)
     except psutil.Error:
@@ -187,6 +191,8 @@ class ProcSampler:
     """start() ... stop() around one level; stop() returns that level's ProcStats."""
 
     def __init__(self) -> None:
+        import psutil  # here: result files read ProcStats without loading psutil
+
         self._proc = psutil.Process()
         self._start: ProcSnapshot | None = None
         self._sched_start: SchedStat | None = None
