@@ -1,4 +1,5 @@
-"""run_sweep: a whole sweep as a library call, in-process or against a target.
+"""run_sweep: a whole sweep as a library call, in-process (perfkit.sweep) or against a
+target (perfkit.remote); it sits above both.
 
     profile -> plan -> for each (level, repeat), repeats interleaved:
                           [stacks around] run one level -> write the result file

@@ -1,4 +1,4 @@
-"""`perfkit sweep`: options -> profile -> run_sweep (perfkit.sweep.run) -> exporters."""
+"""`perfkit sweep`: options -> profile -> run_sweep (perfkit.run) -> exporters."""
 
 from __future__ import annotations
 
@@ -129,7 +129,7 @@ def sweep(
     KV usage, CPU kernel time, GC and GPU memory per level, the knee and findings.
     With --target, the same profiles and levels against a running OpenAI-compatible server."""
     from perfkit.remote.target import check_remote_flags
-    from perfkit.sweep.run import StackOptions, TargetOptions, run_sweep
+    from perfkit.run import StackOptions, TargetOptions, run_sweep
 
     if fmt not in FORMATS:
         raise PerfkitError(f"--format: expected table, json, markdown or csv, got {fmt!r}")

@@ -1,5 +1,5 @@
 """The sweep's terminal companion: a progress bar per level with the running tok/s
-estimate, stack summaries and warnings on stderr (perfkit.sweep.run.SweepEvents)."""
+estimate, stack summaries and warnings on stderr (perfkit.run.SweepEvents)."""
 
 from __future__ import annotations
 

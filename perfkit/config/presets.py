@@ -8,10 +8,7 @@ hidden, heads, vocab) on a Llama-style block, which is what KV sizing needs.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:  # schema imports this module
-    from perfkit.config.schema import ModelConfig
+from typing import Any
 
 MODEL_PRESETS: dict[str, dict[str, Any]] = {
     # Small enough to sweep on two CPU cores in seconds.
@@ -40,16 +37,6 @@ MODEL_PRESETS: dict[str, dict[str, Any]] = {
 
 DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2}
 
-
-def num_parameters(cfg: ModelConfig) -> int:
-    """Weights of the Llama-style block perfkit's engine builds for these shapes
-    (engine/layers/model.py; a test counts its tensors against this):
-    per layer wqkv [h, (heads + 2 kv_heads) d] + wo [heads d, h] + w_gate_up [h, 2 i]
-    + w_down [i, h] + 2 norms [h]; then embed and lm_head [vocab, h] and the final norm."""
-    h, hd, inter = cfg.hidden_size, cfg.head_dim, cfg.intermediate_size
-    per_layer = h * (cfg.num_heads + 2 * cfg.num_kv_heads) * hd + cfg.num_heads * hd * h
-    per_layer += 3 * h * inter + 2 * h
-    return cfg.num_layers * per_layer + 2 * cfg.vocab_size * h + h
 
 # GPU memory presets for KV budgets (bytes of device memory).
 GPU_MEMORY = {

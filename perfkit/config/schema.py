@@ -55,6 +55,21 @@ class ModelConfig:
             raise FieldError("vocab_size", f"must be >= 64, got {self.vocab_size}")
 
     @property
+    def num_parameters(self) -> int:
+        """Weights of the Llama-style block perfkit's engine builds for these shapes
+        (engine/layers/model.py; a test counts its tensors against this): per layer
+        wqkv [h, (heads + 2 kv_heads) d] + wo [heads d, h] + w_gate_up [h, 2 i] +
+        w_down [i, h] + 2 norms [h]; then embed and lm_head [vocab, h] and the final norm."""
+        h, hd, inter = self.hidden_size, self.head_dim, self.intermediate_size
+        per_layer = h * (self.num_heads + 2 * self.num_kv_heads) * hd + self.num_heads * hd * h
+        per_layer += 3 * h * inter + 2 * h
+        return self.num_layers * per_layer + 2 * self.vocab_size * h + h
+
+    @property
+    def weight_bytes(self) -> int:
+        return self.num_parameters * DTYPE_BYTES[self.dtype]
+
+    @property
     def kv_bytes_per_token(self) -> int:
         """K and V for every layer: 2 * layers * kv_heads * head_dim * dtype bytes."""
         return 2 * self.num_layers * self.num_kv_heads * self.head_dim * DTYPE_BYTES[self.dtype]

@@ -21,32 +21,17 @@ from typing import TYPE_CHECKING
 
 from perfkit.config.schema import Profile
 from perfkit.engine.blocks import BlockPool
-from perfkit.engine.executor import Executor, ExecutorFactory, model_executor
+from perfkit.engine.executor import Executor, ExecutorFactory
 from perfkit.engine.guard.dfa import compile_dfa
 from perfkit.engine.guard.grammar import Vocabulary
 from perfkit.engine.guard.guard import Guard, GuardCounts, count_finish
 from perfkit.engine.kv_spec import KVSpec
 from perfkit.engine.scheduler import Scheduler, SchedulerConfig, SchedulerOutput
 from perfkit.engine.sequence import Sequence
-from perfkit.errors import PerfkitError
 from perfkit.workload import RequestSpec
 
 if TYPE_CHECKING:
-    import torch
-
-
-def resolve_device(requested: str) -> torch.device:
-    """"auto" -> cuda when available, else cpu. Imports torch (only here, when called)."""
-    import torch
-
-    if requested == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    if requested == "cuda" and not torch.cuda.is_available():
-        raise PerfkitError(
-            "device 'cuda' requested but torch.cuda.is_available() is False; "
-            "use --device cpu (or auto), or install a CUDA build of torch on a GPU machine"
-        )
-    return torch.device(requested)
+    pass
 
 
 @dataclass
@@ -101,7 +86,11 @@ class Engine:
         self.vocab = Vocabulary(mcfg.vocab_size)  # grammar token texts, to validate tool calls
         self.guard = Guard(compile_dfa(mcfg.vocab_size), eng.max_model_len,
                            eng.guard_loop_ngram, eng.guard_loop_repeats) if eng.guard else None
-        self.executor: Executor = (executor or model_executor(device))(
+        if executor is None:
+            from perfkit.engine.layers.executor import model_executor  # torch loads here
+
+            executor = model_executor(device)
+        self.executor: Executor = executor(
             profile, self.kv_spec, self.guard)
         self.device = self.executor.device  # torch.device, or "none" (null executor)
         self.stats = EngineStats()

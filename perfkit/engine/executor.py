@@ -69,17 +69,6 @@ class Executor(Protocol):
 ExecutorFactory = Callable[[Profile, KVSpec, Guard | None], Executor]
 
 
-def model_executor(device: str | None = None) -> ExecutorFactory:
-    """The synthetic model on `device` (None: the profile's engine.device)."""
-
-    def make(profile: Profile, spec: KVSpec, guard: Guard | None) -> Executor:
-        from perfkit.engine.layers.executor import ModelExecutor  # torch loads here
-
-        return ModelExecutor(profile, spec, guard, device)
-
-    return make
-
-
 def null_executor(token: int | None = None) -> ExecutorFactory:
     """The null executor; `token`: one fixed token for every non-tool-call sequence."""
 

@@ -30,7 +30,7 @@ from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 
-from perfkit.config.presets import DTYPE_BYTES, GPU_MEMORY
+from perfkit.config.presets import GPU_MEMORY
 from perfkit.config.profile import pool_blocks
 from perfkit.config.schema import ModelConfig, Profile
 from perfkit.config.units import format_bytes, parse_size
@@ -64,13 +64,8 @@ class Budget:
 
 
 def weight_bytes(model: ModelConfig) -> int:
-    """Bytes of the Llama-style weights perfkit's engine allocates for this shape
-    (the count of engine.model.num_parameters; a test checks they agree)."""
-    h, hd, inter = model.hidden_size, model.head_dim, model.intermediate_size
-    per_layer = h * (model.num_heads + 2 * model.num_kv_heads) * hd + model.num_heads * hd * h
-    per_layer += 3 * h * inter + 2 * h
-    params = model.num_layers * per_layer + 2 * model.vocab_size * h + h
-    return params * DTYPE_BYTES[model.dtype]
+    """Bytes of the Llama-style weights perfkit's engine allocates for this shape."""
+    return model.weight_bytes
 
 
 def kv_budget(profile: Profile, kv_memory: str | None, gpu: str | None) -> Budget:

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import psutil
 
-from perfkit.config.presets import DTYPE_BYTES, num_parameters
 from perfkit.config.schema import Profile
 from perfkit.config.units import format_bytes
-from perfkit.engine.engine import resolve_device
+from perfkit.engine.device import resolve_device
 from perfkit.engine.kv_spec import KVSpec
 from perfkit.errors import PerfkitError
 
@@ -17,7 +16,7 @@ HEADROOM = 0.8  # use at most this share of the free memory
 def footprint_bytes(profile: Profile) -> int:
     """Weights + KV cache (activations and workspaces are small next to them)."""
     m = profile.model
-    return num_parameters(m) * DTYPE_BYTES[m.dtype] + KVSpec.from_profile(profile).nbytes
+    return m.weight_bytes + KVSpec.from_profile(profile).nbytes
 
 
 def check_fits(profile: Profile) -> None:

@@ -11,7 +11,6 @@ from dataclasses import astuple
 
 import pytest
 
-from perfkit.config.presets import num_parameters
 from perfkit.config.profile import Overrides, load_profile, pool_blocks
 from perfkit.config.units import cdiv
 from perfkit.engine.engine import Engine
@@ -184,4 +183,4 @@ def test_num_parameters_counts_the_model_tensors(name):
     tensors: list[torch.Tensor] = [model.embed, model.lm_head, model.final_norm]
     for w in model.layers:
         tensors += [w.attn_norm, w.wqkv, w.wo, w.mlp_norm, w.w_gate_up, w.w_down]
-    assert sum(t.numel() for t in tensors) == num_parameters(prof.model)
+    assert sum(t.numel() for t in tensors) == prof.model.num_parameters

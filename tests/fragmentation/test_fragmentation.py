@@ -272,10 +272,9 @@ def test_engine_agrees_with_scheduler_replay_under_chunked_prefill(one_torch_thr
 
 
 def test_weight_bytes_counts_the_engine_model():
-    from perfkit.config.presets import num_parameters
 
     model = load_profile("default", Overrides(model="llama3-8b")).model
-    assert weight_bytes(model) == num_parameters(model) * 2
+    assert weight_bytes(model) == model.num_parameters * 2
 
 
 # -- the whole analysis --------------------------------------------------------------------

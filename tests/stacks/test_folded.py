@@ -61,7 +61,8 @@ def test_write_read_roundtrip(tmp_path):
 
 
 def test_parse_frame_and_function_key():
-    assert parse_frame(MODEL) == Frame("SyntheticModel.forward", "perfkit/engine/layers/model.py", 40)
+    assert parse_frame(MODEL) == Frame("SyntheticModel.forward",
+                                       "perfkit/engine/layers/model.py", 40)
     assert parse_frame("<module> (<string>:3)") == Frame("<module>", "<string>", 3)
     assert parse_frame("thread (0x1)") == Frame("thread (0x1)", "", 0)
     assert function_key(MODEL) == "SyntheticModel.forward (perfkit/engine/layers/model.py)"

@@ -246,4 +246,5 @@ def test_torch_stacks_fold_like_pyspy(monkeypatch):
     ]
     monkeypatch.setattr(torch_kernels, "path_prefixes", lambda: prefixes)
     folded = folded_device_time(events)
-    assert folded == {"<module> (app.py:3);forward (perfkit/engine/layers/model.py:88);aten::mm": 17}
+    stack = "<module> (app.py:3);forward (perfkit/engine/layers/model.py:88);aten::mm"
+    assert folded == {stack: 17}

@@ -18,8 +18,8 @@ import time
 import torch
 
 from perfkit.config.schema import Profile
-from perfkit.engine.engine import resolve_device
-from perfkit.engine.executor import ExecutorOutput
+from perfkit.engine.device import resolve_device
+from perfkit.engine.executor import Executor, ExecutorFactory, ExecutorOutput
 from perfkit.engine.guard.guard import Guard
 from perfkit.engine.guard.mask import GuardMask
 from perfkit.engine.kv_spec import KVSpec
@@ -93,3 +93,12 @@ class ModelExecutor:
             return list(logits.argmax(dim=-1).tolist())
         probs = torch.softmax(logits, dim=-1)
         return list(torch.multinomial(probs, 1, generator=self.generator).squeeze(1).tolist())
+
+
+def model_executor(device: str | None = None) -> ExecutorFactory:
+    """The synthetic model on `device` (None: the profile's engine.device)."""
+
+    def make(profile: Profile, spec: KVSpec, guard: Guard | None) -> Executor:
+        return ModelExecutor(profile, spec, guard, device)
+
+    return make

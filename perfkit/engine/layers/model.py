@@ -57,7 +57,7 @@ def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.T
 
 class SyntheticModel:
     """Weights on the attention's device; its KV cache is the one `attention` is bound to.
-    The weight count is config.presets.num_parameters(cfg) (a test checks it)."""
+    The weight count is ModelConfig.num_parameters (a test checks it)."""
 
     def __init__(self, cfg: ModelConfig, attention: PagedAttention, max_model_len: int,
                  seed: int = 0) -> None:
