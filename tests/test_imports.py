@@ -12,10 +12,7 @@ import importlib.util
 import json
 import subprocess
 import sys
-from collections.abc import Callable
 from pathlib import Path
-
-import pytest
 
 _HERE = Path(__file__).parent
 
@@ -77,16 +74,8 @@ print(json.dumps(out))
 COMMANDS = ("profiles", "env", "sweep", "bench", "stacks", "gate", "fragmentation",
             "report", "serve")
 
-# Modules other engineers are making torch-free right now: torch loaded only through one
-# of them xfails, naming the chain. Drop an entry once its work has landed.
-IN_PROGRESS = ("perfkit.cli.sweep", "perfkit.engine", "perfkit.fragmentation.exact",
-               "perfkit.fragmentation.live", "perfkit.fragmentation.trace",
-               "perfkit.workload")
-
-
 def _cases(tmp: Path) -> list[tuple[str, list[str] | None]]:
-    """(case, perfkit's arguments; None: import perfkit.cli.main only), inputs in tmp.
-    fragmentation --simulate last: its replay runs the engine's bookkeeping."""
+    """(case, perfkit's arguments; None: import perfkit.cli.main only), inputs in tmp."""
     result = tmp / "result.json"
     result.write_text(json.dumps(gate_docs.noisy_doc(1)))
     sweep = report_docs.write(tmp / "sweep.json", report_docs.sweep_doc())
@@ -115,22 +104,16 @@ def probe(tmp: Path, stub_sweep: bool) -> dict:
     return out
 
 
-def assert_torch_free(out: dict, may_xfail: Callable[[str], bool]) -> None:
-    if out["torch_at"] is None:
-        return
-    where = f"after {out['torch_at']!r}: {' -> '.join(out['chain'])}"
-    if may_xfail(out["torch_at"]) and any(m == p or m.startswith(p + ".")
-                                          for m in out["chain"] for p in IN_PROGRESS):
-        pytest.xfail(f"torch still imported through work in progress, {where}")
-    pytest.fail(f"torch was imported {where}")
+def assert_torch_free(out: dict) -> None:
+    assert out["torch_at"] is None, (
+        f"torch was imported after {out['torch_at']!r}: {' -> '.join(out['chain'])}")
 
 
 def test_help_and_tensor_free_commands_leave_torch_unloaded(tmp_path):
-    assert_torch_free(probe(tmp_path, stub_sweep=False), lambda case: True)
+    assert_torch_free(probe(tmp_path, stub_sweep=False))
 
 
 def test_every_module_but_sweep_leaves_torch_unloaded(tmp_path):
-    """perfkit.cli.sweep a stand-in: the other commands' own imports, strictly but for the
-    fragmentation replay's engine bookkeeping."""
-    out = probe(tmp_path, stub_sweep=True)
-    assert_torch_free(out, lambda case: case == "fragmentation --simulate")
+    """perfkit.cli.sweep a stand-in: the other commands are checked on their own, also
+    while a change to sweep imports torch."""
+    assert_torch_free(probe(tmp_path, stub_sweep=True))
