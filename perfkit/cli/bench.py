@@ -98,8 +98,8 @@ def bench(
     (the step benchmark runs the profile's engine), tool-call guard cost per step."""
     # imported here: torch and the engine load only when the benchmarks run, not for --help
     from perfkit.engine.device import resolve_device
+    from perfkit.files import atomic_write_text
     from perfkit.measure.envinfo import collect
-    from perfkit.sweep.result import atomic_write_text
 
     chosen = SECTIONS if only is None else [s.strip() for s in only.split(",") if s.strip()]
     unknown = [s for s in chosen if s not in SECTIONS]

@@ -6,7 +6,7 @@ import signal
 import sys
 from pathlib import Path
 from types import FrameType
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -21,7 +21,9 @@ from perfkit.cli.common import (
 )
 from perfkit.errors import PerfkitError
 from perfkit.files import check_output
-from perfkit.result.sweep import SweepResult
+
+if TYPE_CHECKING:
+    from perfkit.result.sweep import SweepResult
 
 FORMATS = ("table", "json", "markdown", "csv")
 

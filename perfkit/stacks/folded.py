@@ -29,7 +29,8 @@ COMPONENT_RULES: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("block pool", re.compile(r"(^|/)perfkit/engine/blocks\.py$")),
     ("attention", re.compile(r"(^|/)perfkit/engine/layers/(attention|metadata|workspace|kv_cache)"
                              r"\.py$")),
-    ("model", re.compile(r"(^|/)perfkit/engine/layers/model\.py$")),
+    ("model", re.compile(r"(^|/)perfkit/engine/layers/(model|executor)\.py$")),
+    ("guard", re.compile(r"(^|/)perfkit/engine/guard/")),
     ("samplers", re.compile(r"(^|/)perfkit/(measure|stacks)/")),
 )
 COMPONENTS = (*(name for name, _ in COMPONENT_RULES), "other")
@@ -91,7 +92,7 @@ def read_folded(path: Path) -> Folded:
 
 
 def write_folded(path: Path, stacks: Folded) -> None:
-    from perfkit.sweep.result import atomic_write_text
+    from perfkit.files import atomic_write_text
 
     atomic_write_text(Path(path), format_folded(stacks))
 

@@ -60,6 +60,6 @@ def to_speedscope(stacks: Folded, name: str, exporter: str = "perfkit") -> dict[
 
 
 def write_speedscope(path: Path, stacks: Folded, name: str) -> None:
-    from perfkit.sweep.result import atomic_write_text
+    from perfkit.files import atomic_write_text
 
     atomic_write_text(Path(path), json.dumps(to_speedscope(stacks, name), separators=(",", ":")))

@@ -144,7 +144,7 @@ def render_svg(stacks: Folded, title: str) -> str:
 
 
 def write_svg(path: Path, stacks: Folded, title: str) -> None:
-    from perfkit.sweep.result import atomic_write_text
+    from perfkit.files import atomic_write_text
 
     atomic_write_text(Path(path), render_svg(stacks, title))
 

@@ -12,8 +12,10 @@ from perfkit.measure.samplers import DISABLED, LevelSamplers
 
 
 def busy(seconds: float) -> None:
-    end = time.perf_counter() + seconds
-    while time.perf_counter() < end:
+    """At least `seconds` of wall time and of this process's CPU time: on a machine
+    shared with other jobs, wall time alone may hold little CPU."""
+    end, cpu_end = time.perf_counter() + seconds, time.process_time() + seconds / 2
+    while time.perf_counter() < end or time.process_time() < cpu_end:
         sum(range(100))
 
 
