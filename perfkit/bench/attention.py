@@ -1,4 +1,4 @@
-"""Microbenchmark: paged attention (gather backend) against dense SDPA on the same shapes.
+"""Microbenchmark: paged attention (the engine's backend) against dense SDPA on the same shapes.
 
 Dense is SDPA over contiguous K/V [seqs, kv_heads, ctx, head_dim], i.e. what attention would cost
 with no paging. Its decode call uses the same formulation as the paged path (the query heads
@@ -47,13 +47,19 @@ PREFILL = AttentionShape(2, 512, 256, 32, 8, 128)
 def bench_attention(device: str = "cpu", repeats: int = 10, *, decode: AttentionShape = DECODE,
                     prefill: AttentionShape = PREFILL) -> dict:
     """{"attention": decode result, "attention_prefill": prefill result}, each with paged_ms,
-    dense_ms, ratio (paged / dense), achieved_gbps, copy_gbps, shape, backend."""
+    dense_ms, ratio (paged / dense), achieved_gbps, copy_gbps, shape, backend. The "auto"
+    backend runs (on CUDA: the Triton kernel when triton imports); on CUDA the gather
+    backend's decode is measured beside it as "attention_gather"."""
     dev = torch.device(device)
     copy = copy_gbps(dev, repeats)
-    return {
+    out = {
         "attention": {**_bench_shape(decode, dev, repeats), "copy_gbps": copy},
         "attention_prefill": {**_bench_shape(prefill, dev, repeats), "copy_gbps": copy},
     }
+    if dev.type == "cuda" and out["attention"]["backend"] != "gather":
+        out["attention_gather"] = {**_bench_shape(decode, dev, repeats, "gather"),
+                                   "copy_gbps": copy}
+    return out
 
 
 def copy_gbps(device: torch.device, repeats: int = 5) -> float:
@@ -96,9 +102,10 @@ class _Setup:
     backend: str
 
 
-def _bench_shape(shape: AttentionShape, device: torch.device, repeats: int) -> dict:
+def _bench_shape(shape: AttentionShape, device: torch.device, repeats: int,
+                 backend: str = "auto") -> dict:
     dtype = torch.float32 if device.type == "cpu" else torch.bfloat16
-    setup = _setup(shape, device, dtype)
+    setup = _setup(shape, device, dtype, backend)
     with torch.inference_mode():
         paged, dense = setup.paged(), setup.dense()
         err = float((paged.double() - dense.double()).norm() / dense.double().norm())
@@ -117,7 +124,8 @@ def _bench_shape(shape: AttentionShape, device: torch.device, repeats: int) -> d
     }
 
 
-def _setup(s: AttentionShape, device: torch.device, dtype: torch.dtype) -> _Setup:
+def _setup(s: AttentionShape, device: torch.device, dtype: torch.dtype,
+           backend: str = "auto") -> _Setup:
     """Random cache with shuffled, non-contiguous block tables, and its contiguous twin."""
     gen = torch.Generator().manual_seed(0)
     blocks_per_seq = cdiv(s.context_len, s.block_size)
@@ -136,7 +144,7 @@ def _setup(s: AttentionShape, device: torch.device, dtype: torch.dtype) -> _Setu
     q, k_new, v_new = (randn(t, s.num_heads, s.head_dim), randn(t, s.num_kv_heads, s.head_dim),
                        randn(t, s.num_kv_heads, s.head_dim))
     attn = PagedAttention(kv, s.num_heads, max_num_seqs=s.num_seqs, max_model_len=s.context_len,
-                          max_num_batched_tokens=max(t, s.context_len))
+                          max_num_batched_tokens=max(t, s.context_len), backend=backend)
     meta = AttentionMetadata.build([s.q_len] * s.num_seqs, [s.context_len] * s.num_seqs, tables,
                                    s.block_size, device, attn.workspace)
     kv.write(0, meta.slot_mapping, k_new, v_new)

@@ -9,22 +9,15 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
+from perfkit.config.bounds import MAX_CONCURRENCY, MAX_COUNT, MAX_REPEATS, MAX_REQUESTS
+from perfkit.config.bounds import at_most as _at_most
+from perfkit.config.bounds import positive as _positive
+from perfkit.config.bounds import rate as _rate
+from perfkit.config.bounds import share as _share
 from perfkit.config.presets import DTYPE_BYTES
 from perfkit.config.typed import FieldError
 
 Dtype = Literal["float32", "float16", "bfloat16"]
-
-
-def _positive(name: str, value: float | None, allow_zero: bool = False) -> None:
-    if value is None:
-        return
-    if value < 0 or (value == 0 and not allow_zero):
-        raise FieldError(name, f"must be {'>= 0' if allow_zero else '> 0'}, got {value}")
-
-
-def _share(name: str, value: float) -> None:
-    if not 0.0 <= value <= 1.0:
-        raise FieldError(name, f"must be a share between 0 and 1, got {value}")
 
 
 @dataclass
@@ -86,7 +79,8 @@ class EngineConfig:
     max_waiting: int = 4096  # waiting-queue cap; arrivals beyond it are rejected
     prefix_caching: bool = True
     device: Literal["auto", "cpu", "cuda"] = "auto"
-    attention_backend: Literal["auto", "gather", "flex"] = "auto"
+    # auto: the Triton paged kernel for decode on CUDA when triton imports, else gather
+    attention_backend: Literal["auto", "gather", "triton", "flex"] = "auto"
     sampling: Literal["greedy", "random"] = "greedy"
     seed: int = 0  # model weights and sampling
     cpu_threads: int = 0  # torch intra-op threads on CPU; 0 = torch's default (all cores)
@@ -104,6 +98,8 @@ class EngineConfig:
         for name in ("num_blocks", "max_num_seqs", "max_num_batched_tokens", "max_model_len",
                      "max_waiting"):
             _positive(name, getattr(self, name))
+            _at_most(name, getattr(self, name), MAX_COUNT)
+        _at_most("cpu_threads", self.cpu_threads, 4096)
         if self.kv_memory is not None:
             from perfkit.config.units import parse_size
 
@@ -127,6 +123,7 @@ class LengthDist:
         _positive("mean", self.mean)
         _positive("std", self.std, allow_zero=True)
         _positive("min", self.min)
+        _at_most("min", self.min, MAX_COUNT)
         if self.max < self.min:
             raise FieldError("max", f"must be >= min ({self.min}), got {self.max}")
         if self.kind == "uniform" and self.max == 1 << 20:
@@ -143,6 +140,7 @@ class SharedPrefix:
 
     def check(self) -> None:
         _positive("groups", self.groups, allow_zero=True)
+        _at_most("groups", self.groups, MAX_COUNT)
         _positive("length", self.length, allow_zero=True)
         _share("share", self.share)
 
@@ -163,8 +161,9 @@ class Arrival:
     burst_size: int = 8  # burst: requests per burst
 
     def check(self) -> None:
-        _positive("rate", self.rate, allow_zero=True)
+        _rate("rate", self.rate, allow_zero=True)
         _positive("burst_size", self.burst_size)
+        _at_most("burst_size", self.burst_size, MAX_REQUESTS)
 
 
 @dataclass
@@ -180,6 +179,7 @@ class WorkloadConfig:
 
     def check(self) -> None:
         _positive("num_requests", self.num_requests)
+        _at_most("num_requests", self.num_requests, MAX_REQUESTS)
         _share("tool_call_share", self.tool_call_share)
 
 
@@ -190,16 +190,28 @@ class SweepConfig:
     repeats: int = 1
     warmup: int = 2  # requests per level excluded from every metric
     nvml_hz: float = 10.0
+    # Closed-loop levels measure at least this many requests per client (deterministic:
+    # c=8 with 24 measures >= 192), so a high level lasts as long as a low one; 0 = off.
+    min_requests_per_client: int = 0
+    # Closed-loop levels keep submitting (more seeded requests, up to 8x num_requests)
+    # until the measured phase lasts this long; counts then depend on the machine's
+    # speed (not gated exactly). 0 = off.
+    min_level_s: float = 0.0
 
     def check(self) -> None:
         if not self.concurrency and not self.rates:
             raise FieldError("concurrency", "give at least one level (or some rates)")
         for i, c in enumerate(self.concurrency):
             _positive(f"concurrency[{i}]", c)
+            _at_most(f"concurrency[{i}]", c, MAX_CONCURRENCY)
         for i, r in enumerate(self.rates):
-            _positive(f"rates[{i}]", r)
+            _rate(f"rates[{i}]", r)
         _positive("repeats", self.repeats)
+        _at_most("repeats", self.repeats, MAX_REPEATS)
         _positive("warmup", self.warmup, allow_zero=True)
+        _at_most("warmup", self.warmup, MAX_REQUESTS)
+        _positive("min_requests_per_client", self.min_requests_per_client, allow_zero=True)
+        _positive("min_level_s", self.min_level_s, allow_zero=True)
         if not 0 < self.nvml_hz <= 20:
             raise FieldError("nvml_hz", f"must be in (0, 20] Hz, got {self.nvml_hz}")
 
@@ -255,3 +267,4 @@ class Profile:
                 "workload.shared_prefix.length",
                 f"must be shorter than engine.max_model_len ({eng.max_model_len})",
             )
+

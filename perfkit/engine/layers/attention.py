@@ -16,13 +16,16 @@ Decode: the G = num_heads // num_kv_heads query heads of a kv head are SDPA's G 
 expansion. Prefill: SDPA with enable_gqa (CPU) or the same grouping (CUDA, keeps the
 mem-efficient kernel usable with a mask), against a view of a bottom-right causal template.
 
-Backends: "gather" (above) is the only one; "auto" picks it on every device. FlexAttention was
+Backends: "gather" (above) everywhere; "triton" runs decode with the paged kernel of
+triton_decode.py, which reads K/V in place through the block table (prefill chunks still
+gather); "auto" picks triton on CUDA when triton imports, gather otherwise. FlexAttention was
 measured and not kept (see PagedAttention).
 """
 
 from __future__ import annotations
 
 import math
+import os
 
 import torch
 import torch.nn.functional as F
@@ -39,7 +42,7 @@ from perfkit.engine.layers.workspace import AttentionWorkspace, make_workspace
 __all__ = ["AttentionMetadata", "AttentionPlan", "AttentionWorkspace", "PagedAttention",
            "dense_reference"]
 
-BACKENDS = ("auto", "gather", "flex")
+BACKENDS = ("auto", "gather", "triton", "flex")
 FLEX_UNAVAILABLE = (
     "attention backend 'flex' is not available: FlexAttention over the paged cache, compiled on "
     "CPU (torch 2.13), measured 2-5x slower than gather+SDPA, needs ~10 s of compile per batch "
@@ -63,7 +66,7 @@ class PagedAttention:
         if num_heads % spec.num_kv_heads:
             raise ValueError(f"num_heads={num_heads} is not a multiple of "
                              f"num_kv_heads={spec.num_kv_heads}")
-        self.backend = "gather"
+        self.backend = _resolve_backend(backend, kv.device)
         self.kv = kv
         self.num_heads = num_heads
         self.num_kv_heads = spec.num_kv_heads
@@ -119,6 +122,9 @@ class PagedAttention:
 
     def _decode(self, q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
                 g: DecodeGroup, out: torch.Tensor) -> None:
+        if self.backend == "triton":
+            self._decode_triton(q, k_cache, v_cache, g, out)
+            return
         ws, kvh, d = self.workspace, self.num_kv_heads, self.head_dim
         keys = self._gather(k_cache, ws.k, g.block_ids).view(g.num_seqs, -1, kvh, d)
         vals = self._gather(v_cache, ws.v, g.block_ids).view(g.num_seqs, -1, kvh, d)
@@ -136,6 +142,21 @@ class PagedAttention:
             out.narrow(0, g.token_start, g.num_seqs).copy_(o)
         else:
             out.index_copy_(0, g.token_idx, o)
+
+    def _decode_triton(self, q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
+                       g: DecodeGroup, out: torch.Tensor) -> None:
+        from perfkit.engine.layers.triton_decode import paged_decode
+
+        table = g.block_ids.view(g.num_seqs, g.num_blocks)  # [g, blocks]
+        if g.token_start is not None:
+            paged_decode(q.narrow(0, g.token_start, g.num_seqs), k_cache, v_cache, table,
+                         g.seq_lens, self.scale, out=out.narrow(0, g.token_start, g.num_seqs),
+                         max_seq_len=g.kv_len)
+            return
+        rows = torch.index_select(q, 0, g.token_idx, out=self.workspace.q[: g.num_seqs])
+        o = paged_decode(rows, k_cache, v_cache, table, g.seq_lens, self.scale,
+                         max_seq_len=g.kv_len)
+        out.index_copy_(0, g.token_idx, o)
 
     def _prefill(self, q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
                  s: PrefillSeq, out: torch.Tensor) -> None:
@@ -178,6 +199,25 @@ class PagedAttention:
             regrouped.view(1, kvh, n * grp, d), k, v, attn_mask=self._mask(n, ctx),
             scale=self.scale)  # [1, kvh, n * G, d]
         out.unflatten(1, (kvh, grp)).copy_(o.view(kvh, n, grp, d).transpose(0, 1))
+
+
+def _resolve_backend(backend: str, device: torch.device) -> str:
+    """auto -> triton on CUDA when triton imports, else gather; triton asked for where it
+    cannot run is an error naming why."""
+    if backend == "gather":
+        return "gather"
+    available = device.type == "cuda" or os.environ.get("TRITON_INTERPRET") == "1"
+    try:
+        import triton  # noqa: F401
+    except ImportError:
+        available = False
+    if backend == "auto":
+        return "triton" if available and device.type == "cuda" else "gather"
+    if not available:
+        raise ValueError("attention backend 'triton' needs a CUDA device and the triton package "
+                         "(or TRITON_INTERPRET=1 to run its kernel on CPU for tests); use "
+                         "'gather' or 'auto'")
+    return "triton"
 
 
 def dense_reference(q: torch.Tensor, k_ctx: list[torch.Tensor], v_ctx: list[torch.Tensor],

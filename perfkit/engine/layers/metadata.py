@@ -30,6 +30,7 @@ class DecodeGroup:
     num_blocks: int  # blocks gathered per sequence (max over the group)
     kv_len: int  # keys per sequence fed to SDPA (max seq_len in the group)
     mask: torch.Tensor | None  # additive [num_seqs, 1, 1, kv_len]; None when all seq_lens equal
+    seq_lens: torch.Tensor  # int32 [num_seqs] context lengths (the Triton kernel's bounds)
 
 
 @dataclass(frozen=True)
@@ -177,4 +178,5 @@ def _decode_group(meta: AttentionMetadata, seqs: list[int], dtype: torch.dtype) 
         mask.masked_fill_(hidden, float("-inf"))
     return DecodeGroup(rows[0] if consecutive else None,
                        torch.tensor(rows, dtype=torch.int64, device=device),
-                       block_ids.contiguous(), len(seqs), num_blocks, kv_len, mask)
+                       block_ids.contiguous(), len(seqs), num_blocks, kv_len, mask,
+                       torch.tensor(lens, dtype=torch.int32, device=device))
