@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -93,12 +92,13 @@ def bench(
         help="Comma-separated subset: attention, allocator, scheduler, step, guard.")] = None,
     device: Annotated[str, typer.Option(help="auto, cpu or cuda (attention).")] = "auto",
     json_path: Annotated[Path | None, typer.Option("--json", help="Write results here.")] = None,
+    force: Annotated[bool, typer.Option(help="Overwrite an existing --json file.")] = False,
 ) -> None:
     """Microbenchmarks of the engine: paged vs dense attention, allocator, scheduler, decode step
     (the step benchmark runs the profile's engine), tool-call guard cost per step."""
     # imported here: torch and the engine load only when the benchmarks run, not for --help
     from perfkit.engine.device import resolve_device
-    from perfkit.files import atomic_write_text
+    from perfkit.files import atomic_write_text, check_output, dumps
     from perfkit.measure.envinfo import collect
 
     chosen = SECTIONS if only is None else [s.strip() for s in only.split(",") if s.strip()]
@@ -108,6 +108,8 @@ def bench(
                            f"choose from {', '.join(SECTIONS)}")
     if device not in ("auto", "cpu", "cuda"):
         raise PerfkitError(f"--device: expected auto, cpu or cuda, got {device!r}")
+    if json_path is not None:
+        check_output(json_path, force, "--json")
     prof = resolve_profile(profile, model, set_)
     dev = str(resolve_device(device))
     results = run_benches(list(chosen), prof, dev)
@@ -116,4 +118,4 @@ def bench(
     results["schema"] = "perfkit.bench/1"
     console.print(render(results))
     if json_path is not None:
-        atomic_write_text(json_path, json.dumps(results, indent=1) + "\n")
+        atomic_write_text(json_path, dumps(results))

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import functools
+import math
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
 from rich.console import Console
+from rich.markup import escape
+from typer.core import TyperGroup
 
 from perfkit.errors import PerfkitError
 
@@ -39,7 +42,8 @@ SetOpt = Annotated[
 
 def fail(message: str, code: int = 2) -> typer.Exit:
     """Print one clear error line to stderr; return the Exit to raise."""
-    err_console.print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
+    line = " ".join(message.split())  # one line, whatever the message holds
+    err_console.print(f"[bold red]error:[/] {escape(line)}", highlight=False, soft_wrap=True)
     return typer.Exit(code)
 
 
@@ -52,11 +56,42 @@ def user_errors(func: F) -> F:
             return func(*args, **kwargs)
         except PerfkitError as err:
             raise fail(str(err), err.exit_code) from None
+        except KeyboardInterrupt:
+            raise fail("interrupted", 130) from None
         except BrokenPipeError:  # `perfkit ... | head`
             sys.stderr.close()
             raise typer.Exit(0) from None
+        except OSError as err:  # the net under the checks: a file the OS refused
+            where = f"{err.filename}: " if err.filename else ""
+            raise fail(f"{where}{err.strerror or err}") from None
 
     return wrapper  # type: ignore[return-value]
+
+
+class OneLineErrors(TyperGroup):
+    """Click's usage errors (unknown option, bad value, missing argument) as one line on
+    stderr, exit 2, in place of a boxed usage block."""
+
+    def main(self, args: Sequence[str] | None = None, prog_name: str | None = None,
+             complete_var: str | None = None, standalone_mode: bool = True,
+             windows_expand_args: bool = True, **extra: Any) -> Any:
+        try:
+            code = super().main(args, prog_name, complete_var, False, windows_expand_args,
+                                **extra)
+        except typer.TyperException as err:
+            if type(err).__name__ == "NoArgsIsHelpError":  # bare `perfkit`: the help
+                err.show()  # type: ignore[attr-defined]
+            else:
+                ctx = getattr(err, "ctx", None)
+                hint = f" (see '{ctx.command_path} --help')" if ctx is not None else ""
+                fail(f"{err.format_message()}{hint}")
+            code = err.exit_code
+        except typer.Abort:
+            err_console.print("Aborted.")
+            code = 130
+        if not standalone_mode:
+            return code
+        sys.exit(code if isinstance(code, int) else 0)
 
 
 def resolve_profile(profile: str, model: str | None, sets: list[str] | None) -> Profile:
@@ -65,15 +100,21 @@ def resolve_profile(profile: str, model: str | None, sets: list[str] | None) -> 
     return load_profile(profile, Overrides(model=model, sets=tuple(sets or ())))
 
 
-def parse_list(text: str, kind: type, what: str) -> list[Any]:
-    """'1,2,4' -> [1, 2, 4]; a clear error naming the option otherwise."""
+def parse_list(text: str, kind: type, what: str,
+               bounds: tuple[float, float] | None = None) -> list[Any]:
+    """'1,2,4' -> [1, 2, 4]; a clear error naming the option otherwise. Values are finite,
+    positive and (with `bounds`) within [low, high]."""
     try:
         values = [kind(part) for part in text.split(",") if part.strip()]
-    except ValueError:
+    except (ValueError, OverflowError):
         raise PerfkitError(
-            f"{what}: cannot read {text!r}; expected comma-separated "
+            f"{what}: cannot read {text[:80]!r}; expected comma-separated "
             f"{'integers' if kind is int else 'numbers'}, e.g. 1,2,4"
         ) from None
-    if not values or any(v <= 0 for v in values):
-        raise PerfkitError(f"{what}: expected positive values, got {text!r}")
+    if not values or any(not math.isfinite(v) or v <= 0 for v in values):
+        raise PerfkitError(f"{what}: expected finite positive values, got {text[:80]!r}")
+    low, high = bounds or (0, 1 << 63)
+    outside = [v for v in values if not low <= v <= high]
+    if outside:
+        raise PerfkitError(f"{what}: {outside[0]:g} is outside [{low:g}, {high:g}]")
     return values

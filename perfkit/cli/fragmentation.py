@@ -21,9 +21,11 @@ from perfkit.cli.common import (
     resolve_profile,
     user_errors,
 )
+from perfkit.config.bounds import MAX_REQUESTS
 from perfkit.config.presets import GPU_MEMORY
 from perfkit.config.units import format_bytes
 from perfkit.errors import PerfkitError
+from perfkit.files import check_output
 
 if TYPE_CHECKING:
     from perfkit.config.schema import Profile
@@ -43,22 +45,25 @@ def _block_sizes(text: str) -> tuple[int, ...]:
 
 
 def _check(simulate_: bool, live_: bool, requests: int | None, step_ms: float,
-           jobs: int, gpu: str | None, arrivals: str, json_out: Path | None) -> None:
+           jobs: int, gpu: str | None, arrivals: str, json_out: Path | None,
+           force: bool) -> None:
     """Every option error before any work, each naming its option."""
     if simulate_ and live_:
         raise PerfkitError("--simulate and --live exclude each other; give one of them")
-    if requests is not None and requests < 1:
-        raise PerfkitError(f"--requests: expected a positive number, got {requests}")
-    if step_ms <= 0:
-        raise PerfkitError(f"--step-ms: expected a positive number, got {step_ms:g}")
-    if jobs < 1:
-        raise PerfkitError(f"--jobs: expected a positive number, got {jobs}")
+    if requests is not None and not 1 <= requests <= MAX_REQUESTS:
+        raise PerfkitError(f"--requests: expected 1 to {MAX_REQUESTS:,}, got "
+                           f"{str(requests)[:40]}")
+    if not 0 < step_ms <= 3.6e6:
+        raise PerfkitError(f"--step-ms: expected a finite number in (0, 3600000], got "
+                           f"{step_ms:g}")
+    if not 1 <= jobs <= 256:
+        raise PerfkitError(f"--jobs: expected 1 to 256 processes, got {str(jobs)[:40]}")
     if gpu is not None and gpu not in GPU_MEMORY:
         raise PerfkitError(f"--gpu: unknown GPU {gpu!r}; choose one of {', '.join(GPU_MEMORY)}")
     if arrivals not in ("saturate", "profile"):
         raise PerfkitError(f"--arrivals: expected saturate or profile, got {arrivals!r}")
-    if json_out is not None and not json_out.resolve().parent.is_dir():
-        raise PerfkitError(f"--json: folder {str(json_out.parent)!r} does not exist")
+    if json_out is not None:
+        check_output(json_out, force, "--json")
 
 
 def _live_profile(profile: Profile, budget: Budget, explicit: bool) -> Profile:
@@ -109,6 +114,7 @@ def fragmentation(
         "--jobs", help="Processes replaying policies in parallel.")] = 2,
     json_out: Annotated[Path | None, typer.Option(
         "--json", help="Also write the result as JSON to this file.")] = None,
+    force: Annotated[bool, typer.Option(help="Overwrite an existing --json file.")] = False,
 ) -> None:
     """Replay the profile's requests through contiguous and paged KV allocation on one
     memory budget: token states, reserved, internal and external fragmentation, free."""
@@ -116,7 +122,7 @@ def fragmentation(
     from perfkit.fragmentation.policies import FragConfig, kv_budget, simulate
     from perfkit.fragmentation.render import render, to_dict, write_json
 
-    _check(simulate_, live_, requests, step_ms, jobs, gpu, arrivals, json_out)
+    _check(simulate_, live_, requests, step_ms, jobs, gpu, arrivals, json_out, force)
     sizes = _block_sizes(block_sizes)
     prof = resolve_profile(profile, model, set_)
     budget = kv_budget(prof, kv_memory, gpu)

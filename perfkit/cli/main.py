@@ -18,9 +18,11 @@ from perfkit.cli import (
     stacks,
     sweep,
 )
+from perfkit.cli.common import OneLineErrors
 
 app = typer.Typer(
     name="perfkit",
+    cls=OneLineErrors,
     help="Benchmark and diagnose LLM serving with a paged KV cache.",
     no_args_is_help=True,
     pretty_exceptions_enable=False,

@@ -17,7 +17,7 @@ def report(
         help="Result files: perfkit sweep --json and/or perfkit fragmentation --json. "
         "Several overlay (e.g. baseline then current).", show_default=False)],
     output: Annotated[Path, typer.Option(
-        "--output", "-o", help="The HTML file to write (overwritten).")] = Path("report.html"),
+        "--output", "-o", help="The HTML file to write.")] = Path("report.html"),
     png: Annotated[Path | None, typer.Option(
         "--png", help="Also write every chart as DIR/<chart>.png (needs Chromium).")] = None,
     flame: Annotated[str | None, typer.Option(
@@ -26,18 +26,37 @@ def report(
     label: Annotated[list[str] | None, typer.Option(
         "--label", help="Name of each input in the charts, one per file, in order "
         "(default: the file names).")] = None,
+    force: Annotated[bool, typer.Option(
+        help="Overwrite an existing HTML file (and chart PNGs in --png DIR).")] = False,
 ) -> None:
     """One HTML file with plots: throughput and latency against concurrency (knee marked),
     latency distributions, KV usage, CPU time and page faults, GPU memory, fragmentation
     by policy, the findings and a flame graph. Opens offline."""
     # imported here: the report modules load only when a report is written, not for --help
+    from perfkit.files import check_output, check_output_dir
     from perfkit.report.html import write_report_files
     from perfkit.report.png import export_png
 
-    if output.exists() and output.is_dir():
+    if output.is_dir():
         raise PerfkitError(f"-o {output}: is a folder; name the HTML file to write")
+    check_output(output, force, "-o")
+    if png is not None:  # before the HTML: a --png that cannot work writes nothing
+        _check_png(png, force)
+        check_output_dir(png, "--png")
     path = write_report_files(files, output, label, flame)
     console.print(f"wrote {path}", highlight=False, soft_wrap=True)
     if png is not None:
         paths = export_png(path, png)
         console.print(f"wrote {len(paths)} PNG charts to {png}", highlight=False, soft_wrap=True)
+
+
+def _check_png(out_dir: Path, force: bool) -> None:
+    from perfkit.report.browser import INSTALL_HINT, find_chromium
+
+    if out_dir.exists() and not out_dir.is_dir():
+        raise PerfkitError(f"--png {out_dir}: is a file; name a folder for the charts")
+    if find_chromium() is None:
+        raise PerfkitError(f"--png needs {INSTALL_HINT}; nothing was written")
+    if not force and out_dir.is_dir() and any(out_dir.glob("*.png")):
+        raise PerfkitError(f"--png {out_dir}: holds PNG files; pass --force to replace "
+                           "its charts or choose another folder")

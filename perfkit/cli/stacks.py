@@ -9,7 +9,9 @@ Writes NAME.folded (the artifact), NAME.speedscope.json and NAME.svg under
 
 from __future__ import annotations
 
+import math
 import re
+import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -22,6 +24,7 @@ if TYPE_CHECKING:
     from perfkit.stacks.record import StackRecording
 
 DEFAULT_DURATION_S = 10.0
+MAX_NAME = 200  # bytes left for ".speedscope.json" and the atomic write's temp name
 
 
 def default_name(pid: int | None, command: list[str]) -> str:
@@ -53,6 +56,13 @@ def check_inputs(pid: int | None, command: list[str], duration: float | None, ra
         raise PerfkitError(f"--rate must be > 0 samples per second, got {rate:g}")
     if sampler not in SAMPLERS:
         raise PerfkitError(f"--sampler must be one of {', '.join(SAMPLERS)}, got {sampler!r}")
+    if not math.isfinite(rate) or rate > 10_000 or (duration is not None
+                                                      and not math.isfinite(duration)):
+        raise PerfkitError("--rate must be <= 10000 samples per second and --duration finite")
+    if command and not python_program(command):
+        raise PerfkitError(f"{command[0][:80]!r} is not a Python program, so it has no "
+                           "Python stacks to record; give a Python command (perfkit stacks "
+                           "-- python app.py) or --pid of a Python process")
     if pid is not None:
         if sampler == "thread":
             raise PerfkitError("--sampler thread records only a command perfkit starts; "
@@ -61,11 +71,34 @@ def check_inputs(pid: int | None, command: list[str], duration: float | None, ra
 
 
 def check_outputs(out: Path, name: str, force: bool) -> None:
+    """--name is a plain file name (nothing lands outside --out); every file it names
+    follows the one overwrite rule, checked before the recording starts."""
+    from perfkit.files import check_output, check_output_dir
     from perfkit.stacks.record import output_paths
 
-    existing = [p for p in output_paths(out, name) if p.exists()]
-    if existing and not force:
-        raise PerfkitError(f"{existing[0]} exists; pass --force to overwrite or --name NAME")
+    if (not name or name in (".", "..") or "/" in name or "\0" in name
+            or name != name.strip() or len(name) > MAX_NAME):
+        shown = name if len(name) <= 60 else f"{name[:60]}..."
+        raise PerfkitError(f"--name {shown!r}: expected a plain file name (no '/', at most "
+                           f"{MAX_NAME} characters); the files go under --out")
+    check_output_dir(out, "--out")
+    for path in output_paths(out, name):
+        check_output(path, force, "--name")
+
+
+def python_program(command: list[str]) -> bool:
+    """A Python interpreter, or a script whose #! line runs one."""
+    from perfkit.stacks.external import is_python
+
+    if is_python(command):
+        return True
+    exe = shutil.which(command[0])
+    try:
+        with open(exe or command[0], "rb") as f:
+            first = f.readline(256)
+    except OSError:
+        return False
+    return first.startswith(b"#!") and b"python" in first
 
 
 def report(recording: StackRecording, top: int) -> None:

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import stat
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -42,20 +44,38 @@ def builtin_names() -> list[str]:
 
 def _locate(ref: str, base: Path | None = None) -> Path:
     """A built-in name, or a path (relative to `base` for `extends`)."""
+    shown = ref if len(ref) <= 80 else f"{ref[:60]}... ({len(ref)} characters)"
+    if not ref.strip() or "\0" in ref or any(len(os.fsencode(p)) > 255 for p in Path(ref).parts):
+        raise ProfileError(f"profile {shown!r}: not a profile name or a usable file path")
     candidate = Path(ref)
     if base is not None and not candidate.is_absolute():
         candidate = base / candidate
-    if candidate.suffix == ".toml" or "/" in ref or candidate.exists():
+    if candidate.suffix == ".toml" or "/" in ref or candidate.exists() or candidate.is_symlink():
         if candidate.is_file():
             return candidate
-        raise ProfileError(f"profile file {str(candidate)!r} does not exist")
+        raise ProfileError(f"profile file {shown!r} {_why_not_a_file(candidate)}")
     named = builtin_dir() / f"{ref}.toml"
     if named.is_file():
         return named
     raise ProfileError(
-        f"no built-in profile named {ref!r} (built-in: {', '.join(builtin_names())}); "
+        f"no built-in profile named {shown!r} (built-in: {', '.join(builtin_names())}); "
         "pass a name or a path to a .toml file"
     )
+
+
+def _why_not_a_file(path: Path) -> str:
+    """What is at `path` instead of a readable profile file."""
+    try:
+        mode = path.stat().st_mode
+    except FileNotFoundError:
+        return "is a dangling link" if path.is_symlink() else "does not exist"
+    except OSError as err:  # ELOOP, EACCES, ENOTDIR ...
+        return f"cannot be opened ({err.strerror})"
+    if stat.S_ISDIR(mode):
+        return "is a folder; name a .toml file"
+    if stat.S_ISFIFO(mode):
+        return "is a FIFO, not a file"
+    return "is not a regular file"
 
 
 def _read_toml(path: Path) -> dict[str, Any]:
@@ -166,7 +186,8 @@ def load_profile(ref: str, overrides: Overrides = Overrides()) -> Profile:
     try:
         return build(Profile, data)
     except FieldError as err:
-        from_set = any(err.path == p or err.path.startswith(p + ".") for p in set_paths)
+        from_set = any(err.path == p or err.path.startswith(p + ".") or p.startswith(err.path + ".")
+                       or err.path.startswith(p + "[") for p in set_paths)
         where = f"--set {err.path}" if from_set else f"{source}: {err.path}"
         raise ProfileError(f"{where}: {err.detail}") from None
 

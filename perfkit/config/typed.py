@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import math
 import types
 import typing
 from typing import Any, Literal, TypeVar, Union, get_args, get_origin, get_type_hints
 
 T = TypeVar("T")
+INT_LIMIT = 1 << 63  # TOML integers are 64-bit; beyond that no count makes sense
 
 
 class FieldError(ValueError):
@@ -60,12 +62,13 @@ def _convert(tp: Any, value: Any, where: str) -> Any:
         args = get_args(tp)
         if value is None and type(None) in args:
             return None
-        for arg in args:
-            if arg is type(None):
-                continue
+        options = [arg for arg in args if arg is not type(None)]
+        for arg in options:
             try:
                 return _convert(arg, value, where)
             except FieldError:
+                if len(options) == 1:  # `float | None`: the one type's own message
+                    raise
                 continue
         raise FieldError(where, f"expected {_type_name(tp)}, got {_describe(value)}")
     if origin is Literal:
@@ -95,9 +98,13 @@ def _scalar(tp: Any, value: Any, where: str) -> Any:
             return value
     elif tp is int:
         if isinstance(value, int) and not isinstance(value, bool):
+            if not -INT_LIMIT <= value < INT_LIMIT:
+                raise FieldError(where, f"{str(value)[:40]} is out of range (a 64-bit integer)")
             return value
     elif tp is float:
         if isinstance(value, (int, float)) and not isinstance(value, bool):
+            if not -INT_LIMIT <= value <= INT_LIMIT or not math.isfinite(value):
+                raise FieldError(where, f"expected a finite number, got {str(value)[:40]}")
             return float(value)
     elif tp is str:
         if isinstance(value, str):

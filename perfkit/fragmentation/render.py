@@ -8,8 +8,6 @@ timings (`timings`: seconds, noisy), and is written atomically (temp + rename).
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +18,6 @@ from rich.text import Text
 
 from perfkit.config.profile import profile_sha256
 from perfkit.config.units import format_bytes
-from perfkit.errors import PerfkitError
 from perfkit.fragmentation.live import LiveReport
 from perfkit.fragmentation.policies import FragReport, verdict
 from perfkit.fragmentation.types import KINDS, PolicyResult, Slots
@@ -261,16 +258,7 @@ def to_dict(rep: FragReport, live: LiveReport | None = None) -> dict[str, Any]:
 
 
 def write_json(path: Path, doc: dict[str, Any]) -> None:
-    """Write atomically: a temp file in the same folder, then rename over `path`."""
-    folder = path.parent if str(path.parent) else Path(".")
-    if not folder.is_dir():
-        raise PerfkitError(f"--json: folder {str(folder)!r} does not exist")
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=folder)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump(doc, f, indent=2)
-            f.write("\n")
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    """Write atomically (perfkit.files: temp file in the same folder, then rename)."""
+    from perfkit.files import atomic_write_text
+
+    atomic_write_text(path, json.dumps(doc, indent=2) + "\n")

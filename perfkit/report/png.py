@@ -6,25 +6,13 @@ what the page shows. File names are the chart ids: throughput.png, ttft.png, ...
 
 from __future__ import annotations
 
-import os
-import tempfile
 from pathlib import Path
 
 from perfkit.errors import PerfkitError
+from perfkit.files import atomic_write_bytes
 from perfkit.report.browser import INSTALL_HINT, capture, find_chromium
 
 PNG_SCALE = 2.0  # device pixels per CSS pixel: sharp on high-density screens
-
-
-def _write_bytes(path: Path, data: bytes) -> None:
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def export_png(report: Path, out_dir: Path, scale: float = PNG_SCALE) -> list[Path]:
@@ -40,6 +28,6 @@ def export_png(report: Path, out_dir: Path, scale: float = PNG_SCALE) -> list[Pa
     paths = []
     for element_id, png in shots.items():
         path = out_dir / f"{element_id.removeprefix('chart-')}.png"
-        _write_bytes(path, png)
+        atomic_write_bytes(path, png)
         paths.append(path)
     return paths

@@ -33,9 +33,11 @@ from perfkit.measure.envinfo import ptrace_scope
 
 PR_SET_PTRACER = 0x59616D61  # "Yama" (linux/prctl.h)
 ATTACHED_MARK = "Sampling process"
+# Already root: the missing piece is the container's capability or Yama, not the user.
 ENABLE_HINT = (
-    "to use py-spy: run as root, or give the container ptrace permission "
-    "(docker run --cap-add SYS_PTRACE), and keep kernel.yama.ptrace_scope <= 1"
+    "to use py-spy: " + ("" if os.geteuid() == 0 else "run as root, or ")
+    + "give the container ptrace permission (docker run --cap-add SYS_PTRACE), "
+    "and keep kernel.yama.ptrace_scope <= 1"
 )
 _GATE = 'read -r _; exec "$0" "$@"'
 

@@ -16,18 +16,18 @@ def frag(cli):
 @pytest.mark.parametrize(("args", "message"), [
     (["--gpu", "rtx4090"], "--gpu: unknown GPU 'rtx4090'"),
     (["--block-sizes", "8,x"], "--block-sizes: cannot read '8,x'"),
-    (["--block-sizes", "0,16"], "--block-sizes: expected positive values"),
+    (["--block-sizes", "0,16"], "--block-sizes: expected finite positive values"),
     (["--block-sizes", "2048"], "--block-sizes: 2048 is larger than 1024"),
     (["--kv-memory", "lots"], "--kv-memory: cannot read 'lots' as a size"),
     (["--kv-memory", "1B"], "--kv-memory: '1B' holds no token"),
     (["--simulate", "--live"], "--simulate and --live exclude each other"),
     (["--kv-memory", "1GiB", "--gpu", "h100"], "--kv-memory and --gpu both set a KV budget"),
-    (["--requests", "0"], "--requests: expected a positive number"),
+    (["--requests", "0"], "--requests: expected 1 to 1,000,000"),
     (["--arrivals", "poisson"], "--arrivals: expected saturate or profile"),
-    (["--jobs", "0"], "--jobs: expected a positive number"),
+    (["--jobs", "0"], "--jobs: expected 1 to 256"),
     (["--profile", "nope"], "no built-in profile named 'nope'"),
     (["--set", "engine.block_size=0"], "--set engine.block_size"),
-    (["--json", "/no/such/dir/out.json", "--requests", "5"], "--json: folder"),
+    (["--json", "/etc/passwd/out.json", "--requests", "5"], "/etc/passwd is not a folder"),
 ])
 def test_bad_input_is_one_clear_line(frag, args, message):
     result = frag(*args)

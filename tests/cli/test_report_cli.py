@@ -40,7 +40,9 @@ def test_writes_one_html_with_every_input(run, results, tmp_path):
     charts = rd.chart_data(out.read_text(encoding="utf-8"))
     assert [s["label"] for s in charts["throughput"]["series"]] == ["base", "cur"]
     assert charts["fragmentation"]["categories"] == ["reserve-max", "paged-16"]
-    assert run(*results, "-o", out).exit_code == 0  # a report is overwritten
+    again = run(*results, "-o", out)  # the one overwrite rule: not without --force
+    assert again.exit_code == 2 and "pass --force" in again.stderr
+    assert run(*results, "-o", out, "--force").exit_code == 0
 
 
 def test_labels_name_the_inputs(run, results, tmp_path):
@@ -101,15 +103,15 @@ def test_output_that_is_a_folder_exits_2(run, results, tmp_path):
     assert res.exit_code == 2 and "is a folder" in res.stderr
 
 
-def test_png_without_a_browser_names_what_to_install_and_keeps_the_html(
+def test_png_without_a_browser_names_what_to_install_and_writes_nothing(
         run, results, tmp_path, monkeypatch):
     monkeypatch.setenv("PERFKIT_CHROMIUM", str(tmp_path / "no-such-browser"))
     out = tmp_path / "r.html"
     res = run(results[0], "-o", out, "--png", tmp_path / "png")
     assert res.exit_code == 2
-    assert "apt-get install chromium" in res.stderr and f"written to {out}" in res.stderr
+    assert "apt-get install chromium" in res.stderr and "nothing was written" in res.stderr
     assert len(res.stderr.strip().splitlines()) == 1, res.stderr
-    assert out.exists() and not (tmp_path / "png").exists()
+    assert not out.exists() and not (tmp_path / "png").exists()
 
 
 @pytest.mark.skipif(find_chromium() is None, reason="needs Chromium on PATH")
