@@ -19,8 +19,15 @@ from perfkit.cli.common import (
     resolve_profile,
     user_errors,
 )
+from perfkit.config.bounds import (
+    MAX_CONCURRENCY,
+    MAX_RATE,
+    MAX_REPEATS,
+    MAX_REQUESTS,
+    MIN_RATE,
+)
 from perfkit.errors import PerfkitError
-from perfkit.files import check_output
+from perfkit.files import check_output, check_output_dir
 
 if TYPE_CHECKING:
     from perfkit.result.sweep import SweepResult
@@ -29,13 +36,20 @@ FORMATS = ("table", "json", "markdown", "csv")
 
 
 class StopFlag:
-    """First SIGINT/SIGTERM: finish the current level, then stop. Second: stop now."""
+    """SIGTERM: stop now (the level in progress is dropped, the finished ones are kept).
+    First SIGINT: finish the current level, then stop. Second: stop now.
+
+    Stopping now raises KeyboardInterrupt in the main thread, where the level's event
+    loop runs: it wakes from any wait (a far open-loop arrival too), the level's tasks
+    are cancelled, and run_sweep writes what was measured (complete=False)."""
 
     def __init__(self) -> None:
         self.requested = False
 
     def __call__(self, signum: int, frame: FrameType | None) -> None:
-        if self.requested:
+        if self.requested or signum == signal.SIGTERM:
+            self.requested = True
+            err_console.print("[yellow]Stopping now: the level in progress is dropped.[/]")
             raise KeyboardInterrupt
         self.requested = True
         err_console.print("[yellow]Stopping after this level (again to abort now).[/]")
@@ -55,11 +69,19 @@ def _sets(sets: list[str] | None, concurrency: str | None, rate: str | None,
     describes the run exactly, and they are validated like the file."""
     out = list(sets or [])
     if concurrency is not None:
-        out.append(f"sweep.concurrency={parse_list(concurrency, int, '--concurrency')}")
+        levels = parse_list(concurrency, int, "--concurrency", bounds=(1, MAX_CONCURRENCY))
+        out.append(f"sweep.concurrency={levels}")
     if rate is not None:
-        out.append(f"sweep.rates={parse_list(rate, float, '--rate')}")
+        rates = parse_list(rate, float, "--rate", bounds=(MIN_RATE, MAX_RATE))
+        out.append(f"sweep.rates={rates}")
     if (concurrency is None) != (rate is None):
         out.append("sweep.rates=[]" if rate is None else "sweep.concurrency=[]")
+    for key, value, limit in (("--requests", requests, MAX_REQUESTS),
+                              ("--repeats", repeats, MAX_REPEATS),
+                              ("--warmup", warmup, MAX_REQUESTS)):
+        if value is not None and not (0 if key == "--warmup" else 1) <= value <= limit:
+            raise PerfkitError(f"{key}: expected {'0' if key == '--warmup' else '1'} to "
+                               f"{limit:,}, got {str(value)[:40]}")
     for key, value in (("workload.num_requests", requests), ("sweep.repeats", repeats),
                        ("sweep.warmup", warmup), ("workload.seed", seed)):
         if value is not None:
@@ -69,10 +91,20 @@ def _sets(sets: list[str] | None, concurrency: str | None, rate: str | None,
     return out
 
 
-def _result_path(json_path: Path | None, out_dir: Path | None, force: bool) -> Path | None:
+def _result_path(json_path: Path | None, out_dir: Path | None, force: bool,
+                 report: bool) -> Path | None:
+    """The result file; every file the sweep will write is checked here, before level 1."""
+    from perfkit.report.exporters import OUTPUT_FILES
+
     path = json_path or (out_dir / "result.json" if out_dir else None)
+    if out_dir is not None:
+        check_output_dir(out_dir, "--out")
+        for name in OUTPUT_FILES:
+            check_output(out_dir / name, force, "--out")
     if path is not None:
-        check_output(path, force)
+        check_output(path, force, "--json" if json_path else "--out")
+        if report:
+            check_output(path.with_suffix(".html"), force, "--report")
     return path
 
 
@@ -138,7 +170,11 @@ def sweep(
     check_remote_flags(target, api_key_env, timeout, scrape_metrics, device)
     prof = resolve_profile(profile, None if target else model,
                            _sets(set_, concurrency, rate, requests, repeats, warmup, device, seed))
-    path = _result_path(json_path, out, force)
+    if target is None:
+        from perfkit.config.bounds import check_pool
+
+        check_pool(prof)
+    path = _result_path(json_path, out, force, report)
     if report and path is None:
         raise PerfkitError("--report needs --json FILE or --out DIR (the report goes next to "
                            "the JSON)")
@@ -147,6 +183,7 @@ def sweep(
     stack_opts = None
     if stacks:
         base = out if out is not None else (path.parent if path is not None else Path("."))
+        check_output_dir(base / "stacks", "--stacks")
         stack_opts = StackOptions(base / "stacks", stack_rate, native)
     remote = None if target is None else TargetOptions(target, model, api_key_env, timeout,
                                                       scrape_metrics)
