@@ -1,8 +1,8 @@
 """`perfkit gate`: two sweep results -> per-(level, metric) verdicts -> exit code.
 
 Exit 0: pass. 1: regression. 2: usage error, unreadable or incomparable inputs.
-Output files are verdicts of this run and are replaced (atomically) when they exist:
-CI passes paths such as $GITHUB_STEP_SUMMARY that already exist.
+Output files follow the one overwrite rule (perfkit.files.check_output): an empty one,
+such as CI's $GITHUB_STEP_SUMMARY, is replaced; one with content needs --force.
 """
 
 from __future__ import annotations
@@ -44,6 +44,9 @@ def gate(
         help="Write JUnit XML here: one test case per level and metric.")] = None,
     json_path: Annotated[Path | None, typer.Option(
         "--json", help="Write the JSON verdict here.")] = None,
+    force: Annotated[bool, typer.Option(
+        help="Replace output files that have content (an empty one is always replaced).")
+    ] = False,
     allow_mismatch: Annotated[bool, typer.Option(
         "--allow-mismatch",
         help="Compare even when the profiles or device classes differ (with a warning).")
@@ -53,7 +56,12 @@ def gate(
     its tolerance with 95% confidence, a deterministic count changed, or a required
     metric is missing or was not measured."""
     # imported here: numpy (the bootstrap) loads only when a gate runs, not for --help
+    from perfkit.files import check_output
     from perfkit.gate import render
+
+    for what, path in (("--markdown", markdown), ("--junit", junit), ("--json", json_path)):
+        if path is not None:
+            check_output(path, force, what)
     from perfkit.gate.compare import gate_files
 
     result = gate_files(baseline, current, rules, allow_mismatch)

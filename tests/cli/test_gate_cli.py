@@ -31,7 +31,7 @@ def gate(cli, tmp_path):
 def test_identical_results_exit_0_and_write_every_output(gate, tmp_path):
     d = gate_docs.noisy_doc(1)
     md, xml, out = tmp_path / "s.md", tmp_path / "j.xml", tmp_path / "v.json"
-    md.write_text("stale")  # CI passes existing files ($GITHUB_STEP_SUMMARY): replaced
+    md.write_text("")  # CI passes existing empty files ($GITHUB_STEP_SUMMARY): replaced
     result = gate(d, d, "--markdown", str(md), "--junit", str(xml), "--json", str(out))
     assert result.exit_code == 0, result.stdout + result.stderr
     assert "pass: 38 checks, none failing" in result.stdout
