@@ -19,6 +19,7 @@ from perfkit.measure.cuda_mem import CudaMemSampler, CudaMemStats
 from perfkit.measure.gc import GcRecorder, GcStats
 from perfkit.measure.nvml import PROCESS_INTERVAL_S, NvmlSampler, NvmlStats
 from perfkit.measure.proc import ProcSampler, ProcStats
+from perfkit.measure.system import SystemSampler, SystemStats
 
 DISABLED = "samplers disabled for this level"
 
@@ -30,6 +31,7 @@ class LevelMeasurements:
     gc: GcStats
     nvml: NvmlStats
     cuda: CudaMemStats
+    system: SystemStats  # the whole machine: other processes' CPU, steal, load
 
 
 class LevelSamplers:
@@ -55,6 +57,7 @@ class LevelSamplers:
         self._cuda = CudaMemSampler()  # torch's current device
         self._gc = GcRecorder()
         self._proc = ProcSampler()
+        self._system = SystemSampler()
         self._t0_s = 0.0  # monotonic start, used when disabled
 
     def start(self) -> None:
@@ -65,6 +68,7 @@ class LevelSamplers:
             self._nvml.start()
         self._cuda.start()
         self._gc.start()
+        self._system.start()
         self._proc.start()
 
     def stop(self) -> LevelMeasurements:
@@ -76,12 +80,14 @@ class LevelSamplers:
                 gc=GcStats.disabled(DISABLED),
                 nvml=NvmlStats.unavailable(DISABLED, self.nvml_hz),
                 cuda=CudaMemStats.unavailable(DISABLED),
+                system=SystemStats.unavailable(DISABLED, wall_s),
             )
         proc = self._proc.stop()
+        system = self._system.stop()
         gc_stats = self._gc.stop()
         cuda = self._cuda.stop()
         if self._nvml is None:
             nvml = NvmlStats.unavailable("NVML sampling off (nvml_hz=0)")
         else:
             nvml = self._nvml.stop()
-        return LevelMeasurements(True, proc, gc_stats, nvml, cuda)
+        return LevelMeasurements(True, proc, gc_stats, nvml, cuda, system)

@@ -12,6 +12,7 @@ JSON layout of a level (perfkit.sweep/2):
   kv          KV usage: blocks and token slots (in-process) or the scraped share (remote)
   guard       tool-call guard counts and its timing, apart (in-process only)
   cpu, gc, gpu, cuda   sampler results
+  system      the whole machine's CPU apart from this process (contention)
   server, errors, client   remote only: scraped metrics, failures, the client's own cost
   stacks      with --stacks: where the folded stacks went
   requests    raw per-request samples
@@ -25,6 +26,7 @@ from perfkit.measure.cuda_mem import CudaMemStats
 from perfkit.measure.gc import GcStats
 from perfkit.measure.nvml import NvmlStats
 from perfkit.measure.proc import ProcStats
+from perfkit.measure.system import SystemStats
 from perfkit.result.point import LoadPoint
 from perfkit.result.remote import ClientOverhead, ErrorCounts, ServerMetrics
 from perfkit.result.stacks import StacksInfo
@@ -197,6 +199,9 @@ class LevelResult:
     gc: GcStats
     gpu: NvmlStats
     cuda: CudaMemStats
+    # The machine around the level: other processes' CPU, steal, load. None: not measured
+    # (results written before perfkit measured it).
+    system: SystemStats | None = None
     server: ServerMetrics | None = None  # remote only
     errors: ErrorCounts | None = None  # remote only
     client: ClientOverhead | None = None  # remote only

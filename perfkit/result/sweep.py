@@ -11,7 +11,8 @@ from perfkit.result.level import LevelResult
 SCHEMA = "perfkit.sweep/2"
 SCHEMA_V1 = "perfkit.sweep/1"  # still read: upgraded on load (perfkit.result.upgrade)
 
-KneeReason = Literal["throughput-plateau", "latency-superlinear", "both", "none", "too-few-levels"]
+KneeReason = Literal["throughput-plateau", "latency-superlinear", "both", "none", "too-few-levels",
+                     "undecided"]
 
 
 @dataclass(frozen=True)
@@ -20,6 +21,8 @@ class Knee:
     reason: KneeReason
     sentence: str  # one sentence for humans, with the numbers
     throughput_gain_per_doubling: list[float | None]  # per level vs its reference; [0] is None
+    # Levels the machine was contended at (other processes' CPU): the verdict is discounted.
+    contended: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,13 @@
 
 Each rule looks at the levels (typed, perfkit.result) and the profile, and returns
 findings: id, severity ("warning" | "info"), message, evidence, fix. A value that was
-not measured (None) never trips a rule.
+not measured (None) never trips a rule. Every finding names the first level it holds at
+and the trend across levels; fixes name profile keys in-process and the server's own
+flags against a target (summary/evidence.py).
+
+Rules over counts (config_rules, prefix_rules) judge every level. Rules over timings
+(timing_rules, kernel time) judge only levels with enough data where the machine was
+not contended; `machine_contended` says which levels and which verdicts that withheld.
 Thresholds are module constants so a reader can see exactly what fires.
 """
 
@@ -12,62 +18,37 @@ from collections.abc import Callable
 
 from perfkit.config.schema import Profile
 from perfkit.result.codec import to_json
-from perfkit.result.level import KvSection, LevelResult
+from perfkit.result.level import LevelResult
 from perfkit.result.sweep import Finding, Knee
+from perfkit.summary.config_rules import (
+    batch_cap,
+    guard_off,
+    internal_fragmentation,
+    kv_pressure,
+    token_budget,
+)
+from perfkit.summary.evidence import Contention, contended, contention, enough_for_timing
+from perfkit.summary.prefix_rules import prefix_caching
+from perfkit.summary.timing_rules import (
+    cpu_oversubscribed,
+    gc_pauses,
+    goodput_falling,
+    high_ttft_low_load,
+    queue_dominated_ttft,
+)
 
-KV_FULL_SHARE = 0.95  # pool share counted as "full"
 SYSTEM_SHARE_MAX = 0.10  # system CPU / total CPU
 FAULTS_PER_STEP_MAX = 50  # minor page faults per engine step
-RUNQ_WAIT_SHARE_MAX = 0.20  # run-queue wait / wall
-GC_TAIL_SHARE = 0.25  # a GC pause longer than this share of p99 TPOT shows in the tail
-GC_MIN_PAUSE_S = 0.005
-SLOT_FILL_MIN = 0.75  # token slots used / slots in used blocks
 NVML_NEAR_LIMIT = 0.95
 MIN_CPU_S = 0.2  # below this the process CPU split is too coarse (10 ms ticks) to judge
 CLIENT_CPU_SHARE_MAX = 0.5  # remote: event-loop CPU / wall; the client has one core
 CLIENT_LAG_P99_MAX_S = 0.010  # remote: p99 event-loop wake-up delay (token stamps late)
 
+__all__ = ["find_all", "kv_pressure"]
 
 Level = LevelResult
-
-
-def _kv_full(kv: KvSection) -> bool:
-    return kv.usage_peak is not None and kv.usage_peak >= KV_FULL_SHARE
-
-
-def _kv_peak(kv: KvSection) -> str:
-    if kv.peak_blocks_used is None or kv.blocks_total is None:
-        peak = kv.usage_peak
-        return "peak KV usage " + ("unknown" if peak is None else f"{peak:.0%}")
-    return f"peak {kv.peak_blocks_used}/{kv.blocks_total} blocks"
-
-
-def _of(value: int | None) -> str:
-    return "an unknown number of" if value is None else str(value)
-
-
-def kv_pressure(levels: list[Level], profile: Profile) -> list[Finding]:
-    for lv in levels:
-        kv, pre = lv.kv, lv.counts.preemptions
-        if (pre or 0) > 0 or (_kv_full(kv) and (kv.peak_waiting or 0) > 0):
-            return [Finding(
-                "kv_pressure", "warning",
-                f"KV cache pressure at {lv.point.label}: {_of(pre)} preemptions, "
-                f"{_kv_peak(kv)}, up to {_of(kv.peak_waiting)} requests waiting.",
-                {"level": lv.point.label, "preemptions": pre,
-                 "peak_blocks_used": kv.peak_blocks_used, "blocks_total": kv.blocks_total,
-                 "usage_peak": kv.usage_peak},
-                "Give the pool more blocks (engine.num_blocks / engine.kv_memory), lower "
-                "engine.max_num_seqs, or serve long requests elsewhere.",
-            )]
-    return []
-
-
-def saturation(levels: list[Level], profile: Profile, knee: Knee | None) -> list[Finding]:
-    if knee is None or knee.level is None:
-        return []
-    return [Finding("saturation", "info", knee.sentence, {"knee": to_json(knee)},
-                    "Load beyond the knee only adds queueing: cap concurrency there or scale out.")]
+Rule = Callable[[list[Level], Profile], list[Finding]]
+_QUIET = Contention(0.0, 0.0, None, False)
 
 
 def kernel_time(levels: list[Level], profile: Profile) -> list[Finding]:
@@ -86,78 +67,6 @@ def kernel_time(levels: list[Level], profile: Profile) -> list[Finding]:
                  "minor_faults_per_step": faults},
                 "Look for per-step allocations of large buffers (preallocate, reuse); "
                 "record stacks with --native to see the kernel entry points.",
-            )]
-    return []
-
-
-def cpu_contention(levels: list[Level], profile: Profile) -> list[Finding]:
-    for lv in levels:
-        cpu = lv.cpu
-        wait, wall = cpu.run_queue_wait_s, cpu.wall_s
-        if cpu.available and wait is not None and wall > 0 and wait / wall > RUNQ_WAIT_SHARE_MAX:
-            return [Finding(
-                "cpu_contention", "warning",
-                f"CPU contention at {lv.point.label}: threads waited {wait:.2f} s on the run queue "
-                f"in {wall:.2f} s ({cpu.num_involuntary_ctx_switches} involuntary switches).",
-                {"level": lv.point.label, "run_queue_wait_s": wait, "wall_s": wall,
-                 "involuntary_ctx_switches": cpu.num_involuntary_ctx_switches},
-                "Use fewer threads than cores (torch.set_num_threads), stop other load, "
-                "or pin the process.",
-            )]
-    return []
-
-
-def gc_pauses(levels: list[Level], profile: Profile) -> list[Finding]:
-    for lv in levels:
-        gc, tpot = lv.gc, lv.latency.tpot.p99
-        if gc.available and tpot and gc.max_s > max(GC_MIN_PAUSE_S, GC_TAIL_SHARE * tpot):
-            return [Finding(
-                "gc_pauses", "warning",
-                f"GC pauses reach the tail at {lv.point.label}: longest {gc.max_s * 1e3:.1f} ms "
-                f"vs p99 TPOT {tpot * 1e3:.1f} ms ({gc.count} collections).",
-                {"level": lv.point.label, "gc_max_s": gc.max_s, "p99_tpot_s": tpot},
-                "Call gc.freeze() after start-up and raise gc thresholds in the serving process.",
-            )]
-    return []
-
-
-def prefix_missed(levels: list[Level], profile: Profile) -> list[Finding]:
-    sp, eng = profile.workload.shared_prefix, profile.engine
-    if sp.groups == 0 or sp.share == 0 or sp.length == 0:
-        return []
-    if not eng.prefix_caching:
-        return [Finding(
-            "prefix_caching_missed", "warning",
-            f"{sp.share:.0%} of requests share one of {sp.groups} prefixes of {sp.length} "
-            "tokens, but prefix caching is off.",
-            {"shared_prefix_length": sp.length, "share": sp.share},
-            "Turn it on: --set engine.prefix_caching=true.",
-        )]
-    if sp.length < eng.block_size:
-        return [Finding(
-            "prefix_caching_missed", "warning",
-            f"The shared prefix ({sp.length} tokens) is shorter than one block "
-            f"({eng.block_size}): only full blocks are cached, so it is never reused.",
-            {"shared_prefix_length": sp.length, "block_size": eng.block_size},
-            f"Use a block size <= {sp.length}, or a longer shared prefix.",
-        )]
-    return []
-
-
-def internal_fragmentation(levels: list[Level], profile: Profile) -> list[Finding]:
-    for lv in levels:
-        kv = lv.kv
-        if kv.mean_blocks_used is None or kv.block_size is None or kv.mean_slots_used is None:
-            continue
-        held = kv.mean_blocks_used * kv.block_size
-        if held > 0 and kv.mean_slots_used / held < SLOT_FILL_MIN:
-            fill = kv.mean_slots_used / held
-            return [Finding(
-                "internal_fragmentation", "warning",
-                f"Heavy internal fragmentation at {lv.point.label}: only {fill:.0%} of the slots "
-                f"in used blocks hold tokens (block size {kv.block_size}).",
-                {"level": lv.point.label, "slot_fill": fill, "block_size": kv.block_size},
-                "Use a smaller block size; `perfkit fragmentation` compares them.",
             )]
     return []
 
@@ -222,17 +131,67 @@ def http_errors(levels: list[Level], profile: Profile) -> list[Finding]:
     )]
 
 
-RULES: list[Callable[[list[Level], Profile], list[Finding]]] = [
-    kv_pressure, kernel_time, cpu_contention, gc_pauses, prefix_missed,
-    internal_fragmentation, nvml_near_limit,
+def saturation(levels: list[Level], profile: Profile, knee: Knee | None) -> list[Finding]:
+    if knee is None or knee.level is None:
+        return []
+    where = ("the server's --max-num-seqs" if any(lv.remote for lv in levels)
+             else "--set engine.max_num_seqs or the sweep's concurrency")
+    return [Finding("saturation", "info", knee.sentence, {"knee": to_json(knee)},
+                    f"Load beyond the knee only adds queueing: cap concurrency there "
+                    f"({where}) or scale out.")]
+
+
+def machine_contended(levels: list[Level], withheld: dict[str, list[str]]) -> list[Finding]:
+    """The machine, not perfkit: other processes (or the hypervisor) took CPU time."""
+    hit = [lv for lv in levels if contended(lv)]
+    if not hit:
+        return []
+    worst = max(hit, key=lambda lv: (contention(lv) or _QUIET).others_cores)
+    first = contention(hit[0])
+    assert first is not None
+    labels = [lv.point.label for lv in hit]
+    held = "; ".join(f"{rule} (at {', '.join(at)})" for rule, at in withheld.items())
+    verdicts = (f" Timing verdicts withheld for those levels: {held}." if held else
+                " Timing findings judge only the other levels; the knee is discounted.")
+    return [Finding(
+        "machine_contended", "info",
+        f"The machine was contended during {len(hit)} of {len(levels)} levels (first "
+        f"{hit[0].point.label}: {first.words()}); their timings (latency, throughput, "
+        f"CPU) are not perfkit's alone.{verdicts}",
+        {"levels": labels, "others_cores": {lv.point.label: (contention(lv) or _QUIET)
+                                            .others_cores for lv in hit},
+         "worst": worst.point.label, "withheld": withheld},
+        "Rerun on a quiet machine (stop the other load, or pin perfkit with taskset to "
+        "cores nobody else uses); counts are unaffected and stay valid.",
+    )]
+
+
+RULES: list[Rule] = [
+    kv_pressure, batch_cap, token_budget, prefix_caching, internal_fragmentation,
+    guard_off, nvml_near_limit,
+]
+# Judged only on uncontended levels with enough data.
+TIMING_RULES: list[Rule] = [
+    kernel_time, cpu_oversubscribed, gc_pauses, queue_dominated_ttft, goodput_falling,
+    high_ttft_low_load,
 ]
 # A remote target: the engine's internals are not visible, the client's cost is.
-REMOTE_RULES: list[Callable[[list[Level], Profile], list[Finding]]] = [
-    kv_pressure, client_bound, http_errors,
-]
+REMOTE_RULES: list[Rule] = [kv_pressure, prefix_caching, client_bound, http_errors]
+REMOTE_TIMING_RULES: list[Rule] = [goodput_falling, high_ttft_low_load]
 
 
 def find_all(levels: list[Level], profile: Profile, knee: Knee | None) -> list[Finding]:
     remote = any(lv.remote for lv in levels)
-    found = [f for rule in (REMOTE_RULES if remote else RULES) for f in rule(levels, profile)]
+    rules, timing = (REMOTE_RULES, REMOTE_TIMING_RULES) if remote else (RULES, TIMING_RULES)
+    found = [f for rule in rules for f in rule(levels, profile)]
+    sized = [lv for lv in levels if enough_for_timing(lv)]
+    quiet = [lv for lv in sized if not contended(lv)]
+    withheld: dict[str, list[str]] = {}
+    for rule in timing:
+        judged = rule(quiet, profile)
+        found += judged
+        if not judged and len(quiet) < len(sized):
+            for f in rule(sized, profile):
+                withheld[f.id] = [str(f.evidence.get("level", "?"))]
+    found += machine_contended(levels, withheld)
     return found + saturation(levels, profile, knee)

@@ -14,6 +14,13 @@ Noise guard: the reference j is the nearest earlier level at least `min_span`
 step raises its noise to a high power; over half a doubling or more, +/-3% noise
 moves a per-doubling ratio by at most (1.03 / 0.97) ** 2, about 13%, so a linear
 curve's 2x never reads as the plateau's 1.1x.
+
+Uncertainty: a point may carry intervals (throughput_lo/hi, ttft_lo/hi, tpot_lo/hi;
+see summary/intervals.py). A step is a knee only when the whole interval agrees: the
+most favourable gain (point.hi / ref.lo) is still under the threshold, or the least
+latency growth (point.lo / ref.hi) is still superlinear. When the point estimates say
+"knee" but the intervals do not, and no later step is sure, the verdict is
+"undecided" and says what would decide it. Points without intervals are exact.
 """
 
 from __future__ import annotations
@@ -23,7 +30,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import pairwise
 
-from perfkit.result.level import LevelResult
 from perfkit.result.sweep import Knee, KneeReason
 
 
@@ -31,8 +37,26 @@ from perfkit.result.sweep import Knee, KneeReason
 class LevelPoint:
     x: float  # load level: concurrency or request rate, > 0
     throughput: float  # at this level, in the caller's unit (e.g. output tok/s)
-    p99_ttft_s: float | None = None
+    p99_ttft_s: float | None = None  # the latency judged (quantile: `latency_q`)
     p99_tpot_s: float | None = None
+    throughput_lo: float | None = None  # interval; None = exact
+    throughput_hi: float | None = None
+    ttft_lo: float | None = None
+    ttft_hi: float | None = None
+    tpot_lo: float | None = None
+    tpot_hi: float | None = None
+    latency_q: str = "P99"  # which quantile the latencies are, for the sentence
+
+    def bounds(self, name: str) -> tuple[float | None, float | None, float | None]:
+        """(lo, value, hi) of "throughput", "TTFT" or "TPOT"."""
+        if name == "throughput":
+            v: float | None = self.throughput
+            lo, hi = self.throughput_lo, self.throughput_hi
+        elif name == "TTFT":
+            v, lo, hi = self.p99_ttft_s, self.ttft_lo, self.ttft_hi
+        else:
+            v, lo, hi = self.p99_tpot_s, self.tpot_lo, self.tpot_hi
+        return (v if lo is None else lo), v, (v if hi is None else hi)
 
 
 @dataclass
@@ -41,6 +65,8 @@ class _Step:
     point: LevelPoint
     gain: float | None  # throughput gain per doubling; None if the reference had none
     latency: tuple[str, float] | None  # (metric, raw ratio) of a superlinear P99 latency
+    gain_hi: float | None = None  # the most favourable gain the intervals allow
+    latency_sure: bool = False  # superlinear even at the intervals' least growth
 
 
 def _reference(points: Sequence[LevelPoint], i: int, min_span: float) -> int:
@@ -59,19 +85,22 @@ def _gain(ref: LevelPoint, point: LevelPoint, doublings: float) -> float | None:
 
 def _superlinear(
     ref: LevelPoint, point: LevelPoint, doublings: float, margin: float
-) -> tuple[str, float] | None:
-    """The fastest-growing P99 latency whose growth per doubling exceeds 2 * (1 + margin)."""
+) -> tuple[tuple[str, float] | None, bool]:
+    """The fastest-growing latency whose growth per doubling exceeds 2 * (1 + margin), and
+    whether some latency does so even between the intervals' near ends."""
     worst: tuple[str, float] | None = None
-    for name, before, after in (
-        ("TTFT", ref.p99_ttft_s, point.p99_ttft_s),
-        ("TPOT", ref.p99_tpot_s, point.p99_tpot_s),
-    ):
+    sure = False
+    for name in ("TTFT", "TPOT"):
+        _, before, before_hi = ref.bounds(name)
+        after_lo, after, _ = point.bounds(name)
         if before is None or after is None or before <= 0:
             continue
-        ratio = after / before
-        if ratio ** (1 / doublings) > 2 * (1 + margin) and (worst is None or ratio > worst[1]):
+        ratio, limit = after / before, 2 * (1 + margin)
+        if ratio ** (1 / doublings) > limit and (worst is None or ratio > worst[1]):
             worst = (name, ratio)
-    return worst
+        if before_hi and after_lo is not None and (after_lo / before_hi) ** (1 / doublings) > limit:
+            sure = True
+    return worst, sure
 
 
 def _steps(points: Sequence[LevelPoint], min_span: float, margin: float) -> list[_Step]:
@@ -79,8 +108,12 @@ def _steps(points: Sequence[LevelPoint], min_span: float, margin: float) -> list
     for i in range(1, len(points)):
         ref, point = points[_reference(points, i, min_span)], points[i]
         doublings = math.log2(point.x / ref.x)
-        steps.append(_Step(ref, point, _gain(ref, point, doublings),
-                           _superlinear(ref, point, doublings, margin)))
+        latency, sure = _superlinear(ref, point, doublings, margin)
+        ref_lo, _, _ = ref.bounds("throughput")
+        _, _, hi = point.bounds("throughput")
+        optimistic = LevelPoint(point.x, hi or 0.0)
+        gain_hi = _gain(LevelPoint(ref.x, ref_lo or 0.0), optimistic, doublings)
+        steps.append(_Step(ref, point, _gain(ref, point, doublings), latency, gain_hi, sure))
     return steps
 
 
@@ -109,14 +142,23 @@ def find_knee(
     steps = _steps(points, min_span, latency_margin)
     gains: list[float | None] = [None, *(s.gain for s in steps)]
     words = _Words(x_name, unit, min_gain_per_doubling)
+    unsure: _Step | None = None
     for step in steps:
         plateau = step.gain is not None and step.gain < min_gain_per_doubling
-        if plateau or step.latency:
+        sure_plateau = plateau and step.gain_hi is not None and \
+            step.gain_hi < min_gain_per_doubling
+        latency = step.latency if step.latency_sure else None
+        if sure_plateau or latency:
             reason: KneeReason = (
-                "both" if plateau and step.latency
-                else "throughput-plateau" if plateau else "latency-superlinear"
+                "both" if sure_plateau and latency
+                else "throughput-plateau" if sure_plateau else "latency-superlinear"
             )
-            return Knee(step.point.x, reason, words.knee(step, plateau), gains)
+            step.latency = latency
+            return Knee(step.point.x, reason, words.knee(step, sure_plateau), gains)
+        if (plateau or step.latency) and unsure is None:
+            unsure = step
+    if unsure is not None:
+        return Knee(None, "undecided", words.undecided(unsure), gains)
     return Knee(None, "none", words.no_knee(steps[-1]), gains)
 
 
@@ -149,6 +191,16 @@ class _Words:
             return head + "."
         return f"{head}: throughput still grows {_pct(last.gain, sign=False)} per doubling."
 
+    def undecided(self, step: _Step) -> str:
+        what = (f"throughput stops growing ({_pct(step.gain)} per doubling, but up to "
+                f"{_pct(step.gain_hi or 0.0)} within the noise)" if step.gain is not None
+                and step.gain < self.min_gain else
+                f"latency grows faster than load ({self._latency(step, '').strip()}, within "
+                "the noise)")
+        return (f"Cannot tell whether there is a knee at {self.x_name} {step.point.x:g}: "
+                f"{what}. More data would decide it: --repeats 3, or longer levels "
+                "(sweep.min_requests_per_client, sweep.min_level_s).")
+
     def _plateau(self, step: _Step) -> str:
         ref, point = step.ref, step.point
         change = point.throughput / ref.throughput - 1
@@ -164,27 +216,5 @@ class _Words:
         assert step.latency is not None
         metric, ratio = step.latency
         x_ratio = step.point.x / step.ref.x
-        return f"{joiner} P99 {metric} grows {ratio:.1f}x for {x_ratio:.3g}x {self.x_name}"
-
-
-def knee_of(levels: Sequence[LevelResult]) -> Knee:
-    """Knee over the closed-loop levels (x order, repeats averaged); a level whose
-    throughput was not measured (nothing finished) is left out, never read as 0."""
-    by_x: dict[float, list[LevelResult]] = {}
-    for lv in levels:
-        if lv.concurrency is not None:
-            by_x.setdefault(float(lv.concurrency), []).append(lv)
-    points = []
-    for x in sorted(by_x):
-        group = by_x[x]
-        throughput = _mean([g.throughput.output_tokens_per_s for g in group])
-        if throughput is not None:
-            points.append(LevelPoint(x=x, throughput=throughput,
-                                     p99_ttft_s=_mean([g.latency.ttft.p99 for g in group]),
-                                     p99_tpot_s=_mean([g.latency.tpot.p99 for g in group])))
-    return find_knee(points, x_name="concurrency")
-
-
-def _mean(values: list[float | None]) -> float | None:
-    present = [v for v in values if v is not None]
-    return sum(present) / len(present) if present else None
+        q = step.point.latency_q
+        return f"{joiner} {q} {metric} grows {ratio:.1f}x for {x_ratio:.3g}x {self.x_name}"

@@ -108,6 +108,7 @@ def measured_level(point: LoadPoint, repeat: int, recs: list[RequestRecord], slo
         prefix_hit_rate=counts.cached_tokens / prompt if prompt else None,
         kv=kv, cpu=m.proc, gc=m.gc,
         gpu=replace(nvml, samples=nvml.samples[:MAX_TIMELINE_POINTS]), cuda=m.cuda,
+        system=m.system,
     )
 
 

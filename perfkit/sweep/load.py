@@ -85,14 +85,26 @@ async def _warm_done(on_warm: OnWarm) -> None:
         await result
 
 
+def _until(specs: list[RequestSpec], least: tuple[int, float] | None) -> Iterator[RequestSpec]:
+    """The specs in order; with `least` (count, seconds), none after both are reached."""
+    start = time.perf_counter()
+    for i, spec in enumerate(specs):
+        if least is not None and i >= least[0] and time.perf_counter() - start >= least[1]:
+            return
+        yield spec
+
+
 async def closed_loop(serve: Serve, specs: list[RequestSpec], concurrency: int,
                       num_warmup: int, on_record: OnRecord = _ignore,
-                      on_warm: OnWarm = _nothing) -> list[RequestRecord]:
+                      on_warm: OnWarm = _nothing,
+                      least: tuple[int, float] | None = None) -> list[RequestRecord]:
     """`concurrency` clients take the next spec from a shared, ordered queue.
 
     The first `num_warmup` specs run as a phase of their own, at the same concurrency,
     and end before any measured request is submitted: nothing measured overlaps the
     warm-up, and every one of the remaining specs is measured. `on_warm` runs between.
+    `least` = (count, seconds): the measured phase submits its specs in order and stops
+    once it has submitted `count` and lasted `seconds` (the rest are never sent).
     """
     records: list[RequestRecord] = []
 
@@ -102,7 +114,7 @@ async def closed_loop(serve: Serve, specs: list[RequestSpec], concurrency: int,
             on_record(records[-1])
 
     for phase, warmup in ((specs[:num_warmup], True), (specs[num_warmup:], False)):
-        feed = iter(phase)
+        feed = iter(phase) if warmup else _until(phase, least)
         await asyncio.gather(*(client(feed, warmup) for _ in range(min(concurrency, len(phase)))))
         if warmup:
             await _warm_done(on_warm)

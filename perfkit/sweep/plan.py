@@ -15,6 +15,19 @@ class SweepPlan:
     num_warmup: int
     repeats: int
     samplers: bool = True  # False: wall time only (to measure the samplers' cost)
+    min_requests_per_client: int = 0  # closed loop: >= this x concurrency measured
+    min_level_s: float = 0.0  # closed loop: keep submitting until the phase lasts this long
+
+    def requests_at(self, level: LoadPoint) -> int:
+        """Measured requests the level submits at least (deterministic)."""
+        per_client = self.min_requests_per_client * (level.concurrency or 0)
+        return max(self.num_requests, per_client)
+
+    def specs_at(self, level: LoadPoint) -> int:
+        """Measured requests generated for the level: with a minimum duration, up to 8x
+        more than it submits at least, drawn only if the duration needs them."""
+        least = self.requests_at(level)
+        return least * 8 if self.min_level_s > 0 and level.concurrency else least
 
     def schedule(self) -> list[tuple[LoadPoint, int]]:
         """(level, repeat) in run order: repeats interleaved (all levels, then again), so
@@ -28,4 +41,6 @@ def plan_from_profile(profile: Profile, samplers: bool = True) -> SweepPlan:
     levels = [LoadPoint(concurrency=c) for c in sw.concurrency]
     levels += [LoadPoint(rate=r) for r in sw.rates]
     return SweepPlan(levels=levels, num_requests=profile.workload.num_requests,
-                     num_warmup=sw.warmup, repeats=sw.repeats, samplers=samplers)
+                     num_warmup=sw.warmup, repeats=sw.repeats, samplers=samplers,
+                     min_requests_per_client=sw.min_requests_per_client,
+                     min_level_s=sw.min_level_s)

@@ -23,7 +23,7 @@ from perfkit.workload import RequestSpec, arrival_times, generate
 def level_specs(profile: Profile, plan: SweepPlan, level: LoadPoint) -> list[RequestSpec]:
     """Warm-up requests first (ids < num_warmup), then the measured ones; open-loop
     levels get arrival offsets at the level's rate (poisson unless the profile bursts)."""
-    num = plan.num_warmup + plan.num_requests
+    num = plan.num_warmup + plan.specs_at(level)
     specs = generate(profile.workload, profile.model.vocab_size, profile.engine.max_model_len,
                      num_requests=num)
     if level.rate is None:
@@ -35,19 +35,22 @@ def level_specs(profile: Profile, plan: SweepPlan, level: LoadPoint) -> list[Req
 
 
 async def drive(serve: Serve, specs: list[RequestSpec], level: LoadPoint, num_warmup: int,
-                t0: float, on_record: OnRecord, on_warm: OnWarm) -> list[RequestRecord]:
-    """One level's load through `serve`, closed or open loop as the level says."""
+                t0: float, on_record: OnRecord, on_warm: OnWarm,
+                least: tuple[int, float] | None = None) -> list[RequestRecord]:
+    """One level's load through `serve`, closed or open loop as the level says; `least`
+    (requests, seconds): a closed loop stops submitting once both are reached."""
     if level.concurrency is not None:
         return await closed_loop(serve, specs, level.concurrency, num_warmup, on_record,
-                                 on_warm)
+                                 on_warm, least)
     return await open_loop(serve, specs, num_warmup, t0, on_record, on_warm)
 
 
-async def _drive(engine: Engine, specs: list[RequestSpec], level: LoadPoint, num_warmup: int,
+async def _drive(engine: Engine, specs: list[RequestSpec], level: LoadPoint, plan: SweepPlan,
                  t0: float, on_record: OnRecord, on_warm: OnWarm) -> list[RequestRecord]:
+    least = (plan.requests_at(level), plan.min_level_s)
     async with AsyncEngine(engine) as aeng:
-        return await drive(EngineServe(aeng, t0), specs, level, num_warmup, t0, on_record,
-                           on_warm)
+        return await drive(EngineServe(aeng, t0), specs, level, plan.num_warmup, t0,
+                           on_record, on_warm, least)
 
 
 def _noop(record: Any) -> None:
@@ -67,7 +70,7 @@ def run_level(engine: Engine, profile: Profile, plan: SweepPlan, level: LoadPoin
         samplers.start()
 
     t0 = time.perf_counter()
-    records = asyncio.run(_drive(engine, specs, level, plan.num_warmup, t0, on_record, on_warm))
+    records = asyncio.run(_drive(engine, specs, level, plan, t0, on_record, on_warm))
     measurements = samplers.stop()
     run = LevelRun(level, repeat, records, engine.stats, engine.pool.counters,
                    engine.pool.num_blocks, engine.block_size, measurements)

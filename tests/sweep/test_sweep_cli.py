@@ -43,7 +43,8 @@ MACHINE_DEPENDENT = {"cpu_contention", "high_kernel_time", "gc_pauses"}  # other
 
 def test_default_profile_has_no_workload_findings(cli, tmp_path):
     path = tmp_path / "d.json"
-    result = cli("sweep", "--requests", "8", "--warmup", "1", "--json", str(path))
+    result = cli("sweep", "--requests", "8", "--warmup", "1", "--json", str(path),
+                 "--set", "sweep.min_requests_per_client=0")
     assert result.exit_code == 0, result.stderr
     doc = json.loads(path.read_text())
     found = {f["id"] for f in doc["findings"] if f["severity"] == "warning"}
@@ -137,7 +138,7 @@ def test_sigint_keeps_completed_levels(tiny, tmp_path):
     [
         (["--set", "engine.num_blocks=24", "--concurrency", "8"], "kv_pressure"),
         (["--profile", "shared-prefix", "--set", "engine.prefix_caching=false"],
-         "prefix_caching_missed"),
+         "prefix_caching_off"),
         (["--set", "engine.block_size=128", "--set", "engine.num_blocks=64"],
          "internal_fragmentation"),
     ],
@@ -145,6 +146,7 @@ def test_sigint_keeps_completed_levels(tiny, tmp_path):
 def test_findings_fire_on_crafted_profiles(cli, tmp_path, args, finding):
     path = tmp_path / "f.json"
     result = cli("sweep", "--requests", "8", "--warmup", "1", "--concurrency", "8",
+                 "--set", "sweep.min_requests_per_client=0",
                  "--json", str(path), *args)
     assert result.exit_code == 0, result.stderr
     ids = {f["id"] for f in json.loads(path.read_text())["findings"]}

@@ -6,7 +6,8 @@ from __future__ import annotations
 import json
 
 TOOL_CALLS = ["--profile", "tool-calls", "--concurrency", "4", "--requests", "8",
-              "--warmup", "1", "--set", "engine.cpu_threads=1"]
+              "--warmup", "1", "--set", "engine.cpu_threads=1",
+              "--set", "sweep.min_requests_per_client=0"]
 
 
 def sweep_level(cli, tmp_path, *extra: str) -> dict:
