@@ -33,3 +33,40 @@ def count(value: int | None) -> str:
 def level_name(lv: LevelResult) -> str:
     """As every table and chart names a level: 'c=4', '2/s'; ' #1' for the second repeat."""
     return lv.point.short + (f" #{lv.repeat}" if lv.repeat else "")
+
+
+def lv_short(lv: LevelResult) -> str:
+    return lv.point.short
+
+
+def _number(text: str) -> tuple[float, int, str] | None:
+    """(value, decimals, suffix) of '12.3' or '45%'; None for anything else."""
+    suffix = "%" if text.endswith("%") else ""
+    body = text[:-1] if suffix else text
+    try:
+        value = float(body)
+    except ValueError:
+        return None
+    decimals = len(body.split(".")[1]) if "." in body else 0
+    return value, decimals, suffix
+
+
+def aggregate(cells: list[str]) -> str:
+    """One cell for the repeats of a level, as hyperfine prints them: equal cells once
+    (counts are deterministic), numbers as `mean ± σ` (sample σ, in the cells' own
+    digits), anything else as `first … last`; n/a repeats are left out."""
+    present = [c for c in cells if c != NA]
+    if not present:
+        return NA
+    if len(set(present)) == 1:
+        return present[0]
+    parsed = [_number(c) for c in present]
+    if any(p is None for p in parsed):
+        return f"{present[0]} … {present[-1]}"
+    values = [p[0] for p in parsed if p is not None]
+    first = parsed[0]
+    assert first is not None
+    mean = sum(values) / len(values)
+    sd = (sum((v - mean) ** 2 for v in values) / (len(values) - 1)) ** 0.5
+    digits, suffix = first[1], first[2]
+    return f"{mean:.{digits}f} ± {sd:.{digits}f}{suffix}"

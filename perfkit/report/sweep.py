@@ -15,7 +15,7 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from perfkit.report.cells import NA, count, level_name, ms, num, pct
+from perfkit.report.cells import NA, aggregate, count, level_name, lv_short, ms, num, pct
 from perfkit.result import GuardSection, LevelResult, SweepResult
 from perfkit.result.remote import ClientOverhead
 
@@ -145,8 +145,19 @@ def tables_of(result: SweepResult) -> list[tuple[str, Columns]]:
 
 
 def rows(result: SweepResult, columns: Columns) -> tuple[list[str], list[list[str]]]:
+    """One row per load point: repeats aggregated (see `aggregate`), in first-run order."""
     headers = [h for h, _ in columns]
-    return headers, [[cell(lv) for _, cell in columns] for lv in result.levels]
+    groups: dict[str, list[LevelResult]] = {}
+    for lv in result.levels:
+        groups.setdefault(lv.point.label, []).append(lv)
+    body = []
+    for group in groups.values():
+        if len(group) == 1:
+            body.append([cell(group[0]) for _, cell in columns])
+        else:
+            body.append([f"{lv_short(group[0])} ({len(group)} runs)" if h == "level"
+                         else aggregate([cell(lv) for lv in group]) for h, cell in columns])
+    return headers, body
 
 
 def _table(result: SweepResult, title: str, columns: Columns) -> Table:
