@@ -73,7 +73,7 @@ def quantile(values: Sequence[float], q: float) -> float:
 def supported_quantile(n: int) -> float | None:
     """The highest of QUANTILES with MIN_TAIL samples beyond it; None below 2 x MIN_TAIL."""
     for q in QUANTILES:
-        if n * (1 - q) >= MIN_TAIL:
+        if n * (1 - q) >= MIN_TAIL - 1e-9:  # 100 x (1 - 0.9) is 9.999...9
             return q
     return None
 

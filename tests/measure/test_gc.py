@@ -115,3 +115,17 @@ def test_stop_before_start_and_json():
 def test_negative_cap_rejected():
     with pytest.raises(ValueError):
         GcRecorder(max_pauses=-1)
+
+
+def test_cpu_pause_and_generation_recorded():
+    import gc as _gc
+
+    from perfkit.measure.gc import GcRecorder
+
+    rec = GcRecorder()
+    rec.start()
+    _gc.collect(2)
+    stats = rec.stop()
+    assert stats.count >= 1 and stats.max_generation == 2
+    assert stats.max_cpu_s >= 0.0 and stats.total_cpu_s <= stats.total_s + 0.01
+    assert stats.by_generation_cpu_s.get("2", 0.0) >= 0.0

@@ -147,7 +147,7 @@ def test_prefix_caching_judged_by_saving():
     assert "engine.block_size=8" in f[0].fix
     # a 3% share saves nothing worth a warning
     level["counts"]["prompt_tokens"] = 64 * 200
-    assert ids([level], "shared-prefix", off + ["workload.shared_prefix.share=0.03"]) == []
+    assert ids([level], "shared-prefix", [*off, "workload.shared_prefix.share=0.03"]) == []
 
 
 def test_prefix_cache_hits_measured():
