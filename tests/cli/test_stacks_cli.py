@@ -85,7 +85,7 @@ def test_command_falls_back_without_pyspy(run, tmp_path, monkeypatch):
 def test_non_python_command_without_pyspy_is_refused(run, tmp_path, monkeypatch):
     monkeypatch.setattr(stacks_external, "pyspy_path", lambda: None)
     result = run("--out", str(tmp_path), "--", "true")
-    assert result.exit_code == 1 and "not `python ...`" in result.stderr
+    assert result.exit_code == 2 and "not a Python program" in result.stderr
 
 
 def test_existing_files_need_force(run, tmp_path):

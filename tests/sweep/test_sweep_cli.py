@@ -91,7 +91,7 @@ def test_open_loop_rate_level(cli, tiny, tmp_path):
         (["--concurrency", "0"], "--concurrency"),
         (["--device", "tpu"], "engine.device"),
         (["--format", "xml"], "--format"),
-        (["--requests", "0"], "workload.num_requests"),
+        (["--requests", "0"], "--requests"),
         (["--profile", "nope"], "nope"),
         (["--set", "engine.block_sise=3"], "block_size"),
         (["--model", "llama3-70b"], "needs"),
