@@ -1,6 +1,7 @@
 """The gate's inputs: loading, comparability, and each level's samples and values.
 
-A level is matched across results by its load point; its repeats are pooled. Raw
+A level is matched across results by its load point; its runs (repeats, in the order
+they were taken) are kept apart for pairing and pooled for display. Raw
 samples follow the warm-up rule of perfkit.summary.latency, applied per repeat (each
 repeat has its own clock): a request counts unless it is flagged `warmup` or arrived
 before the last warm-up request was last seen. TTFT counts served requests; TPOT and
@@ -53,7 +54,7 @@ def num_repeats(result: SweepResult) -> int:
     return min(runs.values(), default=0)
 
 
-def side_info(result: SweepResult, path: Path) -> dict[str, Any]:
+def side_info(result: SweepResult, path: Path | str) -> dict[str, Any]:
     return {"path": str(path), "profile": result.profile.name or "?",
             "sha256": result.profile.sha256, "device_class": result.device_class,
             "complete": result.complete, "levels": len(result.levels),
@@ -72,11 +73,15 @@ def _flat(value: Any, prefix: str = "") -> dict[str, Any]:
     return out
 
 
+IGNORED_KEYS = ("name", "description", "gate")  # say what a profile is, not what it measures
+
+
 def profile_diffs(base: dict[str, Any], cur: dict[str, Any]) -> list[str]:
-    """'key: baseline vs current' for every differing resolved key, [gate] excluded
-    (the gate's rules decide how to compare, not what was measured)."""
-    flat_b = _flat({k: v for k, v in base.items() if k != "gate"})
-    flat_c = _flat({k: v for k, v in cur.items() if k != "gate"})
+    """'key: baseline vs current' for every differing resolved key but the name, the
+    description and [gate] (the gate's rules decide how to compare, not what was
+    measured)."""
+    flat_b = _flat({k: v for k, v in base.items() if k not in IGNORED_KEYS})
+    flat_c = _flat({k: v for k, v in cur.items() if k not in IGNORED_KEYS})
     keys = sorted(set(flat_b) | set(flat_c))
     return [f"{k}: {flat_b.get(k, '(unset)')!r} vs {flat_c.get(k, '(unset)')!r}"
             for k in keys if flat_b.get(k) != flat_c.get(k)]
@@ -137,7 +142,7 @@ def sampler_reason(metric: Metric, level: LevelResult) -> str:
 
 @dataclass
 class LevelSamples:
-    """One level of one result, all repeats."""
+    """One level of one side, every run in the order taken."""
 
     repeats: list[LevelResult] = field(default_factory=list)  # file order
     samples: list[dict[str, list[float]]] = field(default_factory=list)  # per repeat
@@ -159,6 +164,13 @@ class LevelSamples:
         the repeat did not measure it."""
         assert metric.read is not None
         values = [metric.read(lv) for lv in self.repeats if not sampler_reason(metric, lv)]
+        return [None if v is None else float(v) for v in values]
+
+    def by_run(self, metric: Metric) -> list[float | None]:
+        """One value per run, in run order (repeat and count metrics), for pairing; None
+        where the run did not measure it or its sampler did not run."""
+        assert metric.read is not None
+        values = [None if sampler_reason(metric, lv) else metric.read(lv) for lv in self.repeats]
         return [None if v is None else float(v) for v in values]
 
     def unavailable(self, metric: Metric) -> str:

@@ -1,39 +1,40 @@
-"""Intervals for the regression gate: how sure is a change, in the metric's unit, and
-the decision it supports (`decide`: regression only when the whole interval is out).
+"""Paired statistics for the regression gate: interleaved runs, compared pair by pair.
 
-Every interval here is for delta = current - baseline (never a ratio, so a zero
-baseline is fine). Two estimators, both at CONFIDENCE (95%, two-sided):
+Run i of the baseline is paired with run i of the current side (the order they were
+taken: interleaved A/B, the sequential form of duet benchmarking). Each pair gives one
+difference d_i; machine drift that hits both runs of a pair alike cancels in d_i, and
+whatever does not cancel shows up as the spread of the d_i. The change is the mean of
+the d_i with a Student t-interval (CONFIDENCE, k - 1 degrees of freedom):
 
-  - percentiles of raw samples: bootstrap, each side resampled on its own;
-  - per-repeat values (one number per level and repeat): Welch's t-interval on
-    the difference of the repeats' means.
+  log scale     d_i = log(current_i / baseline_i): ratios, so an interval maps back
+                to a change in (-100%, +inf) and never to an impossible one;
+  linear scale  d_i = current_i - baseline_i, for metrics gated by an absolute band
+                (a share near 0) or with a value <= 0.
 
-Bootstrapping a percentile without materialising resamples: a resample of n
-values drawn with replacement from sorted x is x[floor(U_i * n)] for n uniform
-U_i, and that map is monotone, so the resample's m-th smallest value is
-x[floor(U_(m) * n)] where the m-th uniform order statistic U_(m) ~ Beta(m, n+1-m).
-Given U_(m) = u, the next one is u + (1 - u) * Beta(1, n - m). Each draw costs
-O(1) whatever n is, and interpolates between ranks exactly as
-`perfkit.summary.latency.percentile` does.
+A decision compares the interval with the band's boundary on the bad side:
+regression when the whole interval is beyond it, ok when the whole interval is short
+of it, improved when it is wholly beyond the good side's boundary, and otherwise
+inconclusive: this data cannot tell whether the change exceeds the tolerance. The
+smallest change the data could have called a regression is the boundary plus the
+interval's half-width ("detectable"); the pairs that would decide an inconclusive row
+follow from the pairs' spread.
 """
 
 from __future__ import annotations
 
 import math
-import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-import numpy as np
-
 from perfkit.config.schema import GateRule
 
 CONFIDENCE = 0.95  # two-sided; the t table below is for this level
-NUM_RESAMPLES = 2000
-SEED = 20240601  # fixed: the same inputs always give the same intervals
-MIN_TAIL = 5  # samples a side needs beyond a percentile for its interval (p99: 500)
-SINGLE_FACTOR = 3.0  # without an interval, only a change beyond 3x the band alarms
+MIN_PAIRS = 3  # fewer paired runs: no interval (t with 1 df is 12.7: useless anyway)
+MAX_PAIRS_ASKED = 100  # "needs more than this many pairs" beyond it
+
+Scale = Literal["log", "linear"]
+Decision = Literal["ok", "improved", "regression", "inconclusive"]
 
 # Two-sided 95% critical values of Student's t (0.975 quantile) by degrees of
 # freedom, from the standard tables; between listed df the smaller df is used.
@@ -49,10 +50,22 @@ _Z975 = 1.960
 
 @dataclass(frozen=True)
 class Interval:
-    """A CONFIDENCE interval for delta = current - baseline, in the metric's unit."""
+    """A CONFIDENCE interval of the change: a fraction of the baseline (log scale rows)
+    or the metric's unit (linear scale rows)."""
 
     low: float
     high: float
+
+
+@dataclass(frozen=True)
+class Paired:
+    """The paired differences of one metric at one level, summarised."""
+
+    scale: Scale
+    pairs: int  # k, usable pairs
+    mean: float  # mean of d_i (log of a ratio, or the unit)
+    sd: float  # sample standard deviation of d_i; 0.0 with one pair
+    half: float | None  # t * sd / sqrt(k); None with fewer than MIN_PAIRS pairs
 
 
 def t_critical(df: float) -> float:
@@ -63,111 +76,91 @@ def t_critical(df: float) -> float:
     return _T975[max(listed)] if df <= 120 else _Z975
 
 
-def rng_for(key: str) -> np.random.Generator:
-    """A generator seeded by SEED and a stable hash of `key` (level and metric)."""
-    return np.random.default_rng([SEED, zlib.crc32(key.encode())])
+def scale_for(rule: GateRule, values: Sequence[float]) -> Scale:
+    """Log scale for a relative band over positive values; linear otherwise."""
+    return "log" if rule.rel_tol and all(v > 0 for v in values) else "linear"
 
 
-def bootstrap_percentile(sorted_values: np.ndarray, q: float, rng: np.random.Generator,
-                         num: int = NUM_RESAMPLES) -> np.ndarray:
-    """`num` draws of the q-th percentile of a resample of `sorted_values` (see above)."""
-    n = len(sorted_values)
-    rank = q / 100.0 * (n - 1)
-    m = math.floor(rank) + 1  # 1-based rank of the lower order statistic
-    frac = rank - (m - 1)
-    u_low = rng.beta(m, n + 1 - m, size=num)
-    low = sorted_values[np.minimum((u_low * n).astype(np.int64), n - 1)]
-    if frac == 0.0 or m >= n:
-        return low
-    u_high = u_low + (1.0 - u_low) * rng.beta(1, n - m, size=num)
-    high = sorted_values[np.minimum((u_high * n).astype(np.int64), n - 1)]
-    return low + (high - low) * frac
+def paired(base: Sequence[float], cur: Sequence[float], scale: Scale) -> Paired:
+    """Summary of the pairs (base[i], cur[i]); both sequences have k >= 1 values."""
+    if scale == "log":
+        diffs = [math.log(c / b) for b, c in zip(base, cur)]
+    else:
+        diffs = [c - b for b, c in zip(base, cur)]
+    k = len(diffs)
+    mean = math.fsum(diffs) / k
+    sd = math.sqrt(math.fsum((d - mean) ** 2 for d in diffs) / (k - 1)) if k > 1 else 0.0
+    half = t_critical(k - 1) * sd / math.sqrt(k) if k >= MIN_PAIRS else None
+    return Paired(scale, k, mean, sd, half)
 
 
-def min_samples(q: float) -> int:
-    """Samples a side needs for an interval of the q-th percentile: MIN_TAIL beyond it
-    on the short side (p50: 10, p99: 500). A bootstrap of a rarer tail is all noise."""
-    return math.ceil(MIN_TAIL / (min(q, 100.0 - q) / 100.0) - 1e-9)
+# ---- the band in the difference's scale ---------------------------------------------------
 
 
-def _multiset_codes(picks: np.ndarray, num_groups: int) -> np.ndarray:
-    """One integer per row of sorted picks (base-num_groups digits): a 1-d unique is
-    far faster than a row-wise one, which is kept for more repeats than int64 holds."""
-    if num_groups > 15:
-        return np.unique(picks, axis=0, return_inverse=True)[1].reshape(-1)
-    return picks.astype(np.int64) @ (num_groups ** np.arange(num_groups, dtype=np.int64))
+def boundaries(rule: GateRule, baseline: float, scale: Scale) -> tuple[float, float]:
+    """(down, up): the band around no change in d's scale. A relative band r is
+    [log(1 - r), log(1 + r)]; abs_tol widens it where it is the larger one."""
+    if scale == "linear":
+        band = max((rule.rel_tol or 0.0) * abs(baseline), rule.abs_tol or 0.0)
+        return -band, band
+    rel = max(rule.rel_tol or 0.0, (rule.abs_tol or 0.0) / abs(baseline) if baseline else 0.0)
+    return (math.log1p(-rel) if rel < 1 else -math.inf), math.log1p(rel)
 
 
-def cluster_percentile(repeats: Sequence[Sequence[float]], q: float, rng: np.random.Generator,
-                       num: int = NUM_RESAMPLES) -> np.ndarray:
-    """`num` draws of the q-th percentile under a two-stage bootstrap: pick the repeats
-    with replacement, then resample the pooled samples of the picked ones. Repeats
-    that disagree (a run-to-run shift) widen the spread; one repeat degrades to the
-    plain bootstrap. Draws are grouped by the multiset of repeats picked, so each
-    distinct pool is sorted once (R=3 has 10 of them)."""
-    groups = [np.asarray(r, dtype=float) for r in repeats if len(r)]
-    picks = np.sort(rng.integers(0, len(groups), size=(num, len(groups))), axis=1)
-    _, first, which = np.unique(_multiset_codes(picks, len(groups)), return_index=True,
-                                return_inverse=True)
-    out = np.empty(num)
-    for k, row in enumerate(first):
-        rows = np.flatnonzero(which == k)
-        pooled = np.sort(np.concatenate([groups[i] for i in picks[row]]))
-        out[rows] = bootstrap_percentile(pooled, q, rng, len(rows))
-    return out
+def _bad_edge(rule: GateRule, edges: tuple[float, float]) -> float:
+    return edges[1] if rule.direction == "lower" else edges[0]
 
 
-def percentile_delta(baseline: Sequence[Sequence[float]], current: Sequence[Sequence[float]],
-                     q: float, key: str) -> Interval | None:
-    """Interval of percentile(current) - percentile(baseline), each side's samples given
-    per repeat; None when a side has too few samples to resolve the percentile."""
-    if min(sum(map(len, baseline)), sum(map(len, current))) < min_samples(q):
+def decide(p: Paired, rule: GateRule, edges: tuple[float, float]) -> Decision:
+    """See the module docstring; no interval (too few pairs) is inconclusive."""
+    if p.half is None:
+        return "inconclusive"
+    low, high = p.mean - p.half, p.mean + p.half
+    down, up = edges
+    if rule.direction == "lower":
+        return ("regression" if low > up else "improved" if high < down
+                else "ok" if high <= up else "inconclusive")
+    return ("regression" if high < down else "improved" if low > up
+            else "ok" if low >= down else "inconclusive")
+
+
+def detectable(p: Paired, rule: GateRule, edges: tuple[float, float]) -> float | None:
+    """The smallest change in the bad direction this data would call a regression, in
+    d's scale: the band's bad edge pushed out by the half-width."""
+    if p.half is None:
         return None
-    rng = rng_for(key)
-    base = cluster_percentile(baseline, q, rng)
-    cur = cluster_percentile(current, q, rng)
-    tail = (1.0 - CONFIDENCE) / 2 * 100
-    low, high = np.percentile(cur - base, [tail, 100 - tail])
-    return Interval(float(low), float(high))
+    edge = _bad_edge(rule, edges)
+    return edge + p.half if rule.direction == "lower" else edge - p.half
 
 
-def _mean_var(values: Sequence[float]) -> tuple[float, float]:
-    """Mean and sample variance (ddof=1)."""
-    mean = math.fsum(values) / len(values)
-    return mean, math.fsum((v - mean) ** 2 for v in values) / (len(values) - 1)
+def pairs_needed(p: Paired, rule: GateRule, edges: tuple[float, float]) -> int | None:
+    """Pairs with the same spread that would decide this row (an interval clear of the
+    bad edge); None: more than MAX_PAIRS_ASKED, or the mean sits on the edge."""
+    if p.pairs < 2:
+        return MIN_PAIRS
+    margin = abs(_bad_edge(rule, edges) - p.mean)
+    if p.sd == 0.0:
+        return max(p.pairs, MIN_PAIRS)
+    for k in range(max(p.pairs, MIN_PAIRS), MAX_PAIRS_ASKED + 1):
+        if t_critical(k - 1) * p.sd / math.sqrt(k) < margin:
+            return k
+    return None
 
 
-def mean_delta(baseline: Sequence[float], current: Sequence[float]) -> Interval | None:
-    """Welch t-interval of mean(current) - mean(baseline); None with < 2 values a side."""
-    if min(len(baseline), len(current)) < 2:
+def to_change(d: float, scale: Scale) -> float:
+    """A value in d's scale as a change: a fraction of the baseline on the log scale."""
+    if scale == "log":
+        return math.expm1(d) if d != -math.inf else -1.0
+    return d
+
+
+def interval(p: Paired) -> Interval | None:
+    if p.half is None:
         return None
-    mb, vb = _mean_var(baseline)
-    mc, vc = _mean_var(current)
-    sb, sc = vb / len(baseline), vc / len(current)
-    se = math.sqrt(sb + sc)
-    if se == 0.0:
-        return Interval(mc - mb, mc - mb)
-    df = (sb + sc) ** 2 / (sb**2 / (len(baseline) - 1) + sc**2 / (len(current) - 1))
-    half = t_critical(df) * se
-    return Interval(mc - mb - half, mc - mb + half)
-
-
-# ---- deciding ---------------------------------------------------------------------------
+    return Interval(to_change(p.mean - p.half, p.scale), to_change(p.mean + p.half, p.scale))
 
 
 def band_side(delta: float, rule: GateRule, band: float) -> int:
     """+1 when delta lies beyond the band on the good side, -1 on the bad side, else 0."""
     good = -delta if rule.direction == "lower" else delta
     return 1 if good > band else -1 if good < -band else 0
-
-
-def decide(delta: float, interval: Interval | None, rule: GateRule, band: float
-           ) -> Literal["improved", "regression", "within noise"]:
-    """Regression or improvement only when the whole interval is beyond the band;
-    without an interval, only when the point change is beyond SINGLE_FACTOR bands."""
-    if interval is None:
-        side = band_side(delta, rule, band * SINGLE_FACTOR)
-    else:
-        sides = {band_side(interval.low, rule, band), band_side(interval.high, rule, band)}
-        side = sides.pop() if len(sides) == 1 else 0
-    return "improved" if side > 0 else "regression" if side < 0 else "within noise"

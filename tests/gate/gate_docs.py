@@ -18,7 +18,8 @@ import random
 from pathlib import Path
 from typing import Any
 
-from perfkit.gate.compare import GateResult, GateRow, evaluate
+from perfkit.gate.compare import GateResult, GateRow
+from perfkit.gate.evaluate import evaluate
 from perfkit.gate.inputs import decode
 from perfkit.measure.cuda_mem import CudaMemStats
 from perfkit.measure.gc import GcStats
@@ -175,21 +176,28 @@ def doc(levels: list[dict[str, Any]], sha256: str = "a" * 64,
             "target": None, "levels": levels, "knee": None, "findings": [], "complete": True}
 
 
-def noisy_doc(seed: int, concurrencies: tuple[int, ...] = (1, 4), repeats: int = 3,
+def noisy_doc(seed: int, concurrencies: tuple[int, ...] = (1, 4), repeats: int = 6,
               n: int = 100, ttft_factor: float = 1.0, tpot_factor: float = 1.0,
               **doc_kw: Any) -> dict[str, Any]:
-    """Lognormal per-request noise (TTFT sigma 0.35, TPOT 0.2), a 2% run-to-run factor,
-    3% throughput noise; everything else fixed. Factors plant a uniform slowdown."""
+    """The same seeded workload every time (per-request TTFT spread sigma 0.35, TPOT 0.2,
+    as prompt and output lengths give) on a machine whose speed drifts 10% from run to
+    run alike for every document (what interleaving pairs share), measured with
+    `seed`'s noise: 1% per run, 3% per request, 1% throughput. Factors plant a uniform
+    slowdown."""
+    work = random.Random(0)
+    shape = {c: [(work.lognormvariate(0, 0.35), work.lognormvariate(0, 0.2)) for _ in range(n)]
+             for c in concurrencies}
+    drift = [work.lognormvariate(0, 0.10) for _ in range(repeats * len(concurrencies))]
     rng = random.Random(seed)
     levels = []
     for r in range(repeats):  # interleaved like the sweep: every level, then repeat
         for c in concurrencies:
-            shift = rng.lognormvariate(0, 0.02)
-            ttft = [BASE_TTFT_S * c**0.5 * shift * ttft_factor * rng.lognormvariate(0, 0.35)
-                    for _ in range(n)]
-            tpot = [BASE_TPOT_S * c**0.2 * shift * tpot_factor * rng.lognormvariate(0, 0.2)
-                    for _ in range(n)]
-            levels.append(level(ttft, tpot, c, r, throughput=1000 * c**0.8 * rng.gauss(1, 0.03),
+            shift = drift[len(levels)] * rng.lognormvariate(0, 0.01)
+            ttft = [BASE_TTFT_S * c**0.5 * shift * ttft_factor * a * rng.lognormvariate(0, 0.03)
+                    for a, _ in shape[c]]
+            tpot = [BASE_TPOT_S * c**0.2 * shift * tpot_factor * b * rng.lognormvariate(0, 0.03)
+                    for _, b in shape[c]]
+            levels.append(level(ttft, tpot, c, r, throughput=1000 * c**0.8 / shift * rng.gauss(1, 0.01),
                                 system_share=0.02 + rng.gauss(0, 0.003)))
     return doc(levels, **doc_kw)
 
