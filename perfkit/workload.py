@@ -104,8 +104,8 @@ def arrival_times(
     return times
 
 
-def _prefixes(cfg: WorkloadConfig, vocab_size: int) -> list[tuple[int, ...]]:
-    rng = _rng(cfg.seed, "prefixes")
+def _prefixes(cfg: WorkloadConfig, vocab_size: int, salt: str) -> list[tuple[int, ...]]:
+    rng = _rng(cfg.seed, "prefixes" + salt)
     sp = cfg.shared_prefix
     return [
         tuple(rng.randrange(FIRST_TOKEN_ID, vocab_size) for _ in range(sp.length))
@@ -144,13 +144,13 @@ def _lengths(cfg: WorkloadConfig, max_model_len: int, num: int,
 @overload
 def generate(cfg: WorkloadConfig, vocab_size: int, max_model_len: int,
              num_requests: int | None = None, rate: float | None = None, *,
-             tokens: Literal[True] = True) -> list[RequestSpec]: ...
+             tokens: Literal[True] = True, salt: str = "") -> list[RequestSpec]: ...
 
 
 @overload
 def generate(cfg: WorkloadConfig, vocab_size: int, max_model_len: int,
              num_requests: int | None = None, rate: float | None = None, *,
-             tokens: Literal[False]) -> list[RequestLengths]: ...
+             tokens: Literal[False], salt: str = "") -> list[RequestLengths]: ...
 
 
 def generate(
@@ -161,17 +161,22 @@ def generate(
     rate: float | None = None,
     *,
     tokens: bool = True,
+    salt: str = "",
 ) -> list[RequestSpec] | list[RequestLengths]:
     """The profile's requests. Prompt lengths from `prompt_len` (after any shared prefix);
     outputs from `output_len`, clipped so prompt + output <= max_model_len where the
     prompt fits at all (an over-long prompt is kept: admission control rejects it).
-    tokens=False: lengths only (the same draws, so the same lengths), no token ids."""
+    tokens=False: lengths only (the same draws, so the same lengths), no token ids.
+    `salt` reseeds the token ids (shared prefixes included) and nothing else: the sweep
+    passes the level's name, so every level gets fresh prompts of the same lengths (no
+    level reuses another's prompts from a server's prefix cache) and repeats of a level
+    get the same ones."""
     num = cfg.num_requests if num_requests is None else num_requests
     shapes = _lengths(cfg, max_model_len, num, rate)
     if not tokens:
         return shapes
-    rng = _rng(cfg.seed, "tokens")
-    prefixes = _prefixes(cfg, vocab_size)
+    rng = _rng(cfg.seed, "tokens" + salt)
+    prefixes = _prefixes(cfg, vocab_size, salt)
     specs = []
     for r in shapes:
         head = prefixes[r.prefix_group] if r.prefix_group is not None else ()

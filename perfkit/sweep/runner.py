@@ -22,10 +22,12 @@ from perfkit.workload import RequestSpec, arrival_times, generate
 
 def level_specs(profile: Profile, plan: SweepPlan, level: LoadPoint) -> list[RequestSpec]:
     """Warm-up requests first (ids < num_warmup), then the measured ones; open-loop
-    levels get arrival offsets at the level's rate (poisson unless the profile bursts)."""
+    levels get arrival offsets at the level's rate (poisson unless the profile bursts).
+    Every level draws fresh token ids (seeded by the seed and the level's name: the same
+    in every repeat, in-process and remote); the lengths are the same at every level."""
     num = plan.num_warmup + plan.specs_at(level)
     specs = generate(profile.workload, profile.model.vocab_size, profile.engine.max_model_len,
-                     num_requests=num)
+                     num_requests=num, salt=f":{level.label}")
     if level.rate is None:
         return specs
     arrival = profile.workload.arrival
