@@ -50,6 +50,8 @@ class TargetOptions:
     api_key_env: str | None = None
     timeout_s: float | None = None
     scrape_url: str | None = None
+    tokenizer: Path | None = None  # --tokenizer DIR: text prompts (remote/text.py)
+    endpoint: str = "completions"  # --endpoint completions|chat
 
 
 class SweepEvents(Protocol):
@@ -100,7 +102,7 @@ def _remote(prof: Profile, plan: SweepPlan, opts: TargetOptions
     from perfkit.remote.target import RemoteOptions, connect
 
     remote = connect(RemoteOptions(opts.url, opts.model, opts.api_key_env, opts.timeout_s,
-                                   opts.scrape_url), prof, plan)
+                                   opts.scrape_url, opts.tokenizer, opts.endpoint), prof, plan)
 
     def run_one(point: LoadPoint, repeat: int, tick: Callable[[RequestRecord], None]
                 ) -> LevelResult:

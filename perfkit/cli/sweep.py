@@ -155,6 +155,12 @@ def sweep(
     scrape_metrics: Annotated[str | None, typer.Option(
         help="With --target: the server's Prometheus URL, polled during each level "
         "(KV usage, preemptions, prefix hits; vLLM names).")] = None,
+    tokenizer: Annotated[Path | None, typer.Option(
+        help="With --target: a local Hugging Face tokenizer (DIR/tokenizer.json); prompts "
+        "go as text of exactly the workload's token counts, for servers that take no "
+        "token ids.")] = None,
+    endpoint: Annotated[str | None, typer.Option(
+        help="With --target: completions (default) or chat (/v1/chat/completions).")] = None,
 ) -> None:
     """Sweep concurrency (or arrival rate) over the paged KV engine: latency, throughput,
     KV usage, CPU kernel time, GC and GPU memory per level, the knee and findings.
@@ -167,7 +173,8 @@ def sweep(
 
     if fmt not in FORMATS:
         raise PerfkitError(f"--format: expected table, json, markdown or csv, got {fmt!r}")
-    check_remote_flags(target, api_key_env, timeout, scrape_metrics, device)
+    check_remote_flags(target, api_key_env, timeout, scrape_metrics, device, tokenizer,
+                       endpoint)
     prof = resolve_profile(profile, None if target else model,
                            _sets(set_, concurrency, rate, requests, repeats, warmup, device, seed))
     if target is None:
@@ -185,8 +192,9 @@ def sweep(
         base = out if out is not None else (path.parent if path is not None else Path("."))
         check_output_dir(base / "stacks", "--stacks")
         stack_opts = StackOptions(base / "stacks", stack_rate, native)
-    remote = None if target is None else TargetOptions(target, model, api_key_env, timeout,
-                                                      scrape_metrics)
+    remote = None if target is None else TargetOptions(
+        target, model, api_key_env, timeout, scrape_metrics, tokenizer,
+        endpoint or "completions")
     stop = StopFlag()
     stop.install()
     from perfkit.cli.sweep_progress import ProgressEvents

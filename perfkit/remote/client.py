@@ -1,4 +1,5 @@
-"""The HTTP client of a remote sweep: one streaming /completions request per spec.
+"""The HTTP client of a remote sweep: one streaming /completions (or, with --endpoint
+chat, /chat/completions) request per spec.
 
 `RemoteServe` is a `perfkit.sweep.load.Serve`: the closed and open loops drive it as
 they drive the in-process engine, and it returns the same `RequestRecord`.
@@ -9,7 +10,9 @@ What a record holds (times in seconds since the level started, perf_counter):
                   server streams one token per chunk, as perfkit serve does).
   output_tokens   usage.completion_tokens when the server sends usage, else chunks.
   prompt_tokens   usage.prompt_tokens, else the spec's prompt length.
-  cached_tokens   usage.prompt_tokens_details.cached_tokens, else 0.
+  cached_tokens   usage.prompt_tokens_details.cached_tokens, else 0 (`cached_reported`
+                  says whether any response carried it: vLLM only with
+                  --enable-prompt-tokens-details).
   scheduled_s     None: a client cannot see when the server scheduled a request.
 Failures never raise: 429 and 400 (admission refused) set `rejected` to "http 429" /
 "http 400"; other HTTP statuses, timeouts, refused connections and streams that end
@@ -22,12 +25,14 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import aiohttp
 
 from perfkit.records import RequestRecord
 from perfkit.remote.sse import DONE, SseParser, parse_chunk, usage_counts
+from perfkit.remote.text import word_text
 from perfkit.workload import RequestSpec
 
 ADMISSION_STATUSES = frozenset({400, 413, 429})  # the server refused the request up front
@@ -40,6 +45,7 @@ class Target:
     model: str  # the model name sent with every request
     api_key: str | None = None
     timeout_s: float = 60.0  # longest wait for any byte (connect, first token, next token)
+    endpoint: str = "completions"  # or "chat": POST {url}/chat/completions
 
     def headers(self) -> dict[str, str]:
         return {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
@@ -71,14 +77,25 @@ def error_kind(err: BaseException) -> str:
     return f"client error ({type(err).__name__})"
 
 
-def request_body(spec: RequestSpec, model: str) -> dict[str, object]:
-    """Token ids as the prompt (OpenAI's API accepts a list of ints); exactly max_tokens
-    out: ignore_eos where the server supports it (vLLM, perfkit serve), greedy."""
+Render = Callable[[tuple[int, ...]], str]  # token ids -> text (remote/text.py)
+
+
+def request_body(spec: RequestSpec, model: str, endpoint: str = "completions",
+                 render: Render | None = None) -> dict[str, object]:
+    """Token ids as the prompt (OpenAI's API accepts a list of ints), or their text with a
+    tokenizer; chat: one user message (its text: the rendering, else the words t<id>).
+    Exactly max_tokens out: ignore_eos where the server supports it (vLLM, perfkit
+    serve), greedy."""
     body: dict[str, object] = {
-        "model": model, "prompt": list(spec.prompt), "max_tokens": spec.max_tokens,
+        "model": model, "max_tokens": spec.max_tokens,
         "stream": True, "stream_options": {"include_usage": True},
         "ignore_eos": True, "temperature": 0,
     }
+    if endpoint == "chat":
+        text = render(spec.prompt) if render is not None else word_text(spec.prompt)
+        body["messages"] = [{"role": "user", "content": text}]
+    else:
+        body["prompt"] = render(spec.prompt) if render is not None else list(spec.prompt)
     if spec.priority:  # vLLM's extension (its priority scheduling policy)
         body["priority"] = spec.priority
     if spec.tool_call:  # perfkit serve's extension: a guarded tool call
@@ -100,12 +117,15 @@ class _Stream:
 class RemoteServe:
     """Serve specs from `target` over `session`; `t0` is the level's perf_counter origin."""
 
-    def __init__(self, session: aiohttp.ClientSession, target: Target, t0: float) -> None:
+    def __init__(self, session: aiohttp.ClientSession, target: Target, t0: float,
+                 render: Render | None = None) -> None:
         self.session = session
         self.target = target
         self.t0 = t0
+        self.render = render
         self.errors: dict[int, str] = {}  # request id -> failure kind
         self.retry_after_s: list[float] = []  # Retry-After values of refused requests
+        self.cached_reported = False  # some usage carried prompt_tokens_details.cached_tokens
 
     async def __call__(self, spec: RequestSpec, warmup: bool,
                        arrival_s: float | None = None) -> RequestRecord:
@@ -122,8 +142,10 @@ class RemoteServe:
         return rec
 
     async def _request(self, spec: RequestSpec, rec: RequestRecord, stream: _Stream) -> None:
-        url = f"{self.target.url}/completions"
-        async with self.session.post(url, json=request_body(spec, self.target.model)) as resp:
+        target = self.target
+        path = "chat/completions" if target.endpoint == "chat" else "completions"
+        body = request_body(spec, target.model, target.endpoint, self.render)
+        async with self.session.post(f"{target.url}/{path}", json=body) as resp:
             if resp.status != 200:
                 self._refused(rec, stream, resp)
                 return
@@ -168,6 +190,7 @@ class RemoteServe:
         rec.output_tokens = completion if completion is not None else len(stream.times)
         rec.prompt_tokens = prompt if prompt is not None else rec.prompt_tokens
         rec.cached_tokens = cached or 0
+        self.cached_reported = self.cached_reported or cached is not None
         if stream.error is None and stream.finish_reason is None:
             stream.error = "broken stream"  # ended without saying why (no finish reason)
         elif stream.error is None and stream.finish_reason in ABORTED:

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from perfkit.config.schema import Profile
 from perfkit.measure.samplers import LevelSamplers
 from perfkit.records import RequestRecord
-from perfkit.remote.client import RemoteServe, Target, open_session
+from perfkit.remote.client import RemoteServe, Render, Target, open_session
 from perfkit.remote.level import RemoteRun, remote_level_result
 from perfkit.remote.overhead import OverheadMeter
 from perfkit.remote.scrape import Scraper
@@ -38,6 +38,7 @@ class RemoteSweep:
     scrape_url: str | None
     profile: Profile
     plan: SweepPlan
+    render: Render | None = None  # --tokenizer: token ids -> text of as many tokens
 
 
 async def _drive(sweep: RemoteSweep, level: LoadPoint, repeat: int, specs: list[RequestSpec],
@@ -58,16 +59,18 @@ async def _drive(sweep: RemoteSweep, level: LoadPoint, repeat: int, specs: list[
         on_record(record)
 
     async with open_session(sweep.target, level.concurrency or 0) as session:
-        serve = RemoteServe(session, sweep.target, t0)
+        serve = RemoteServe(session, sweep.target, t0, sweep.render)
         if scraper is not None:
             scraper.start()
         meter.start()
-        records = await drive(serve, specs, level, sweep.plan.num_warmup, t0, on_rec, on_warm)
+        plan = sweep.plan
+        least = (plan.requests_at(level), plan.min_level_s)  # as the in-process runner
+        records = await drive(serve, specs, level, plan.num_warmup, t0, on_rec, on_warm, least)
         overhead = await meter.stop()
         server = (ServerMetrics.unavailable(NO_SCRAPE) if scraper is None
                   else await asyncio.to_thread(scraper.stop))
     return RemoteRun(level, repeat, records, serve.errors, serve.retry_after_s, overhead, server,
-                     samplers.stop())
+                     samplers.stop(), serve.cached_reported)
 
 
 def _noop(record: RequestRecord) -> None:

@@ -5,11 +5,16 @@ cannot measure:
   counts       from the client's records (usage token counts); `preemptions` is the
                server's counter delta when scraped, else None; steps, batched tokens and
                the block-pool counters None (a client cannot count engine steps).
-  prefix_hit_rate  scraped hits / queries (tokens) when available, else usage's
-               cached_tokens / prompt_tokens.
+  prefix_hit_rate  one definition in both modes: prompt tokens found in the prefix cache
+               when a request was first admitted, over prompt tokens (usage's
+               prompt_tokens_details.cached_tokens). A server that does not report them:
+               the scraped counters' hits / queries, but only without preemptions (the
+               counters also count a preempted request's re-prefill), else None.
+               server.prefix_hit_rate keeps the raw counter ratio either way.
   kv           with --scrape-metrics: usage_peak and usage_mean (share of KV blocks, from
                vllm:kv_cache_usage_perc) and peak_waiting; block and slot counts None.
   guard        None; requests[].preemptions None, requests[].error names a failure.
+  stream       tokens per chunk, bursts (remote/stream.py); ITL samples are chunk gaps.
   server       the scraped metrics; errors: failures by kind; client: the load
                generator's own cost.
 """
@@ -22,6 +27,7 @@ from dataclasses import dataclass, replace
 from perfkit.config.schema import SloConfig
 from perfkit.measure.samplers import LevelMeasurements
 from perfkit.records import RequestRecord
+from perfkit.remote.stream import stream_stats
 from perfkit.result.level import KvSection, LevelResult, LoadPoint
 from perfkit.result.remote import ClientOverhead, ErrorCounts, ServerMetrics
 from perfkit.sweep.level import measured_level, request_sample
@@ -42,6 +48,7 @@ class RemoteRun:
     overhead: ClientOverhead
     server: ServerMetrics
     measurements: LevelMeasurements
+    cached_reported: bool = False  # the server's usage carried cached_tokens
 
 
 def _kv(server: ServerMetrics) -> KvSection:
@@ -65,14 +72,15 @@ def remote_level_result(run: RemoteRun, slo: SloConfig) -> LevelResult:
     server = run.server
     level = measured_level(run.point, run.repeat, run.records, slo, run.measurements,
                            _kv(server))
-    hit_rate = server.prefix_hit_rate
-    if hit_rate is None:
-        hit_rate = level.prefix_hit_rate
+    hit_rate = level.prefix_hit_rate  # first-admission hits, from usage
+    if not run.cached_reported:
+        hit_rate = server.prefix_hit_rate if server.preemptions == 0 else None
     return replace(
         level,
         counts=replace(level.counts, preemptions=server.preemptions),
         prefix_hit_rate=hit_rate,
         gpu=replace(level.gpu, reason=REMOTE_GPU),
         server=server, errors=_errors(run), client=run.overhead,
+        stream=stream_stats(run.records),
         requests=[request_sample(r, preemptions=False, error=run.errors.get(r.request_id))
                   for r in run.records])

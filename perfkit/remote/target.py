@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -19,9 +20,11 @@ from perfkit.config.schema import Profile
 from perfkit.errors import PerfkitError
 from perfkit.remote.client import Target, error_kind
 from perfkit.remote.driver import RemoteSweep
+from perfkit.remote.text import load_renderer
 from perfkit.sweep.plan import SweepPlan
 
 DEFAULT_TIMEOUT_S = 60.0
+ENDPOINTS = ("completions", "chat")
 PROBE_TIMEOUT_S = 10.0  # the start-up probe waits at most this long, whatever --timeout
 
 
@@ -40,11 +43,13 @@ def check_url(url: str, option: str) -> str:
 
 
 def check_remote_flags(target: str | None, api_key_env: str | None, timeout: float | None,
-                       scrape_metrics: str | None, device: str | None) -> None:
+                       scrape_metrics: str | None, device: str | None,
+                       tokenizer: Path | None = None, endpoint: str | None = None) -> None:
     """Remote-only options need --target; engine-only ones refuse it."""
     if target is None:
         for name, value in (("--api-key-env", api_key_env), ("--timeout", timeout),
-                            ("--scrape-metrics", scrape_metrics)):
+                            ("--scrape-metrics", scrape_metrics), ("--tokenizer", tokenizer),
+                            ("--endpoint", endpoint)):
             if value is not None:
                 raise PerfkitError(f"{name} needs --target URL")
     elif device is not None:
@@ -133,15 +138,21 @@ class RemoteOptions:
     api_key_env: str | None
     timeout_s: float | None
     scrape_url: str | None
+    tokenizer: Path | None = None  # --tokenizer DIR: text prompts of exact token counts
+    endpoint: str = "completions"  # --endpoint completions|chat
 
 
 def connect(opts: RemoteOptions, profile: Profile, plan: SweepPlan) -> RemoteSweep:
     """Check every remote option and reach the server (and its metrics) once."""
     scrape = None if opts.scrape_url is None else check_url(opts.scrape_url, "--scrape-metrics")
+    if opts.endpoint not in ENDPOINTS:
+        raise PerfkitError(f"--endpoint: expected completions or chat, got {opts.endpoint!r}")
+    render = None if opts.tokenizer is None else load_renderer(opts.tokenizer).render
     timeout_s = DEFAULT_TIMEOUT_S if opts.timeout_s is None else opts.timeout_s
-    target = resolve_target(opts.url, opts.model, opts.api_key_env, timeout_s)
+    target = replace(resolve_target(opts.url, opts.model, opts.api_key_env, timeout_s),
+                     endpoint=opts.endpoint)
     if scrape is not None:
         why = asyncio.run(_probe_metrics(scrape))
         if why is not None:
             raise PerfkitError(f"--scrape-metrics: cannot read {scrape}: {why}")
-    return RemoteSweep(target, scrape, profile, plan)
+    return RemoteSweep(target, scrape, profile, plan, render)

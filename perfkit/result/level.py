@@ -28,7 +28,7 @@ from perfkit.measure.nvml import NvmlStats
 from perfkit.measure.proc import ProcStats
 from perfkit.measure.system import SystemStats
 from perfkit.result.point import LoadPoint
-from perfkit.result.remote import ClientOverhead, ErrorCounts, ServerMetrics
+from perfkit.result.remote import ClientOverhead, ErrorCounts, ServerMetrics, StreamStats
 from perfkit.result.stacks import StacksInfo
 
 __all__ = ["ErrorCounts", "LoadPoint"]
@@ -192,7 +192,9 @@ class LevelResult:
     throughput: Throughput
     goodput: Goodput
     observed_concurrency: float | None  # sum of E2E / window
-    prefix_hit_rate: float | None  # cached / prompt tokens (in-process), scraped hits remotely
+    # Prompt tokens found in the prefix cache at each request's first admission, over
+    # prompt tokens: one definition in-process and remotely (see remote/level.py).
+    prefix_hit_rate: float | None
     kv: KvSection
     guard: GuardSection | None = None  # in-process only
     cpu: ProcStats
@@ -205,6 +207,7 @@ class LevelResult:
     server: ServerMetrics | None = None  # remote only
     errors: ErrorCounts | None = None  # remote only
     client: ClientOverhead | None = None  # remote only
+    stream: StreamStats | None = None  # remote only: how the server's chunks arrived
     stacks: StacksInfo | None = None  # with --stacks
     requests: list[RequestSample] = field(default_factory=list)
 

@@ -50,3 +50,23 @@ class ClientOverhead:
     connections: int | None  # connection pool size (None: unlimited, open loop)
     lag_interval_s: float
     loop_lag: dict[str, Any]  # distribution of wake-up delays (seconds)
+
+
+@dataclass(frozen=True)
+class StreamStats:
+    """How a level's responses arrived: one token per chunk, several, or all at once.
+
+    A client times chunks, not tokens: ITL samples are gaps between chunks (`itl_unit`
+    says "token" when every chunk carried one token, else "chunk"). A request arrives
+    "in a burst" when it has two or more output tokens and all of its chunks came within
+    `burst_span_s` of each other: its TPOT and ITL are then near 0 and measure the
+    network, not decoding (`degenerate`: more than half of the level's requests did)."""
+
+    chunks: int  # chunks with output, over measured requests that completed
+    output_tokens: int  # their output tokens (usage, else one per chunk)
+    tokens_per_chunk: float | None  # output_tokens / chunks
+    itl_unit: str  # "token" or "chunk"
+    burst_requests: int  # completed requests delivered in a burst
+    burst_share: float | None  # of completed measured requests
+    burst_span_s: float  # the threshold used
+    degenerate: bool  # burst_share > 0.5: TPOT, ITL and a knee on them mean nothing

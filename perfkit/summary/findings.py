@@ -195,3 +195,9 @@ def find_all(levels: list[Level], profile: Profile, knee: Knee | None) -> list[F
                 withheld[f.id] = [str(f.evidence.get("level", "?"))]
     found += machine_contended(levels, withheld)
     return found + saturation(levels, profile, knee)
+
+
+# Remote-only rules (issue 16): burst delivery, prefix hits the workload did not plan.
+from perfkit.summary.remote_findings import burst_delivery, unplanned_prefix_hits  # noqa: E402
+
+REMOTE_RULES += [burst_delivery, unplanned_prefix_hits]
