@@ -150,5 +150,17 @@ class BlockPool:
         self.block_hash[block] = h
         self.cached[h] = block
 
+    def reset_prefix_cache(self) -> bool:
+        """Forget every cached hash (vLLM's reset_prefix_cache). Refused (False) while any
+        block is in use: a running request's blocks may be cached too."""
+        if self.num_used_blocks:
+            return False
+        for block in self._lru:
+            self.block_hash[block] = None
+            self._fresh.append(block)
+        self._lru.clear()
+        self.cached.clear()
+        return True
+
     def reset_counters(self) -> None:
         self.counters = PoolCounters()

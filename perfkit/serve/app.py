@@ -5,6 +5,8 @@
     GET  /v1/models             the one model: the profile's name
     GET  /health                200 while the engine loop runs; 503 draining or failed
     GET  /metrics               Prometheus text (metrics.py)
+    POST /tokenize, /detokenize vLLM's: text or messages <-> token ids (tokenize.py)
+    POST /reset_prefix_cache    vLLM's: forget every cached prefix block (409 while busy)
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from perfkit.serve import metrics, responses
 from perfkit.serve.generate import generate
 from perfkit.serve.protocol import ApiError, parse_request
 from perfkit.serve.state import ServerState
+from perfkit.serve.tokenize import detokenize_reply, tokenize_reply
 
 STATE = web.AppKey("state", ServerState)
 CREATED = web.AppKey("created", int)  # unix time the app was built (/v1/models)
@@ -94,6 +97,25 @@ async def prometheus(request: web.Request) -> web.Response:
     return web.Response(body=text.encode(), headers={"Content-Type": metrics.CONTENT_TYPE})
 
 
+async def tokenize(request: web.Request) -> web.Response:
+    state = request.app[STATE]
+    body = await _json_body(request)
+    return web.json_response(tokenize_reply(body, state.model, state.engine.max_model_len))
+
+
+async def detokenize(request: web.Request) -> web.Response:
+    state = request.app[STATE]
+    return web.json_response(detokenize_reply(await _json_body(request), state.model))
+
+
+async def reset_prefix_cache(request: web.Request) -> web.Response:
+    # The engine steps in this event loop, so this runs between two steps.
+    if not request.app[STATE].engine.pool.reset_prefix_cache():
+        raise ApiError(409, "requests are running: the prefix cache can be reset only when "
+                       "the server is idle", code="busy")
+    return web.json_response({"reset": True})
+
+
 def build_app(state: ServerState) -> web.Application:
     app = web.Application(middlewares=[openai_errors])
     app[STATE] = state
@@ -103,4 +125,7 @@ def build_app(state: ServerState) -> web.Application:
     app.router.add_get("/v1/models", list_models)
     app.router.add_get("/health", health)
     app.router.add_get("/metrics", prometheus)
+    app.router.add_post("/tokenize", tokenize)
+    app.router.add_post("/detokenize", detokenize)
+    app.router.add_post("/reset_prefix_cache", reset_prefix_cache)
     return app

@@ -17,6 +17,11 @@ from perfkit.serve.state import ServerState, finish_reason
 from perfkit.serve.tokens import render_token
 
 SSE_HEADERS = {"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
+IGNORED_HEADER = "X-Perfkit-Ignored"  # sampling fields accepted but not honoured
+
+
+def _headers(gen: GenerateRequest) -> dict[str, str]:
+    return {IGNORED_HEADER: ", ".join(gen.ignored)} if gen.ignored else {}
 
 
 async def generate(request: web.Request, state: ServerState,
@@ -41,12 +46,12 @@ async def _collect(state: ServerState, stream: RequestStream, gen: GenerateReque
                        type_="server_error")
     text = "".join(render_token(t, grammar) for t in tokens)
     usage = Usage(len(gen.prompt), len(tokens), stream.seq.num_cached_tokens)
-    return web.json_response(whole(head, text, finish, usage))
+    return web.json_response(whole(head, text, finish, usage), headers=_headers(gen))
 
 
 async def _stream(request: web.Request, stream: RequestStream, gen: GenerateRequest,
                   head: ResponseHead, grammar: Vocabulary | None) -> web.StreamResponse:
-    response = web.StreamResponse(headers=SSE_HEADERS)
+    response = web.StreamResponse(headers={**SSE_HEADERS, **_headers(gen)})
     await response.prepare(request)
     num_tokens, ended = 0, False
     try:

@@ -1,9 +1,12 @@
 """Request bodies of /v1/completions and /v1/chat/completions -> `GenerateRequest`.
 
-Anything wrong raises `ApiError` (an HTTP status and OpenAI's error body). Fields
-OpenAI defines that cannot change this engine's output (temperature, top_p, stop,
-seed, ...) are type-checked and ignored: the profile decides sampling. Fields that
-would (n > 1, best_of, echo, logprobs, suffix) are refused; unknown fields are refused.
+Anything wrong raises `ApiError` (an HTTP status and OpenAI's error body). Sampling
+fields of OpenAI's and vLLM's APIs (temperature, top_p, top_k, min_p, seed, stop,
+repetition/presence/frequency penalties, ...) are type-checked, accepted and ignored: the
+profile decides sampling, and the response says which were ignored (the header
+`X-Perfkit-Ignored`, given values other than the neutral one). Fields that would change
+the response's shape (n > 1, best_of, echo, logprobs, suffix) are refused; unknown
+fields are refused.
 """
 
 from __future__ import annotations
@@ -54,6 +57,7 @@ class GenerateRequest:
     include_usage: bool  # stream_options.include_usage: a last chunk with usage
     priority: int = 0  # vLLM's extension: lower runs first
     tool_call: bool = False  # perfkit's extension: output is a guarded tool call
+    ignored: tuple[str, ...] = ()  # sampling fields given a non-neutral value, not honoured
 
 
 _NUMBER = (int, float)
@@ -62,6 +66,22 @@ _IGNORED: dict[str, tuple[type, ...]] = {
     "temperature": _NUMBER, "top_p": _NUMBER, "presence_penalty": _NUMBER,
     "frequency_penalty": _NUMBER, "seed": (int,), "user": (str,), "stop": (str, list),
     "logit_bias": (dict,), "ignore_eos": (bool,), "min_tokens": (int,),
+    # vLLM's sampling extensions (`vllm bench serve` always sends repetition_penalty)
+    "repetition_penalty": _NUMBER, "top_k": (int,), "min_p": _NUMBER,
+    "length_penalty": _NUMBER, "stop_token_ids": (list,), "bad_words": (list,),
+    "include_stop_str_in_output": (bool,), "skip_special_tokens": (bool,),
+    "spaces_between_special_tokens": (bool,), "add_special_tokens": (bool,),
+    "truncate_prompt_tokens": (int,),
+}
+# What each ignored field's value means "no change" at (absent from the report then).
+# ignore_eos is honoured in effect: the engine never stops at EOS.
+_NO_CHANGE: dict[str, tuple[Any, ...]] = {
+    "temperature": (0, 1), "top_p": (1,), "presence_penalty": (0,), "frequency_penalty": (0,),
+    "repetition_penalty": (1,), "top_k": (0, -1), "min_p": (0,), "length_penalty": (1,),
+    "ignore_eos": (True, False), "logit_bias": ({},), "stop": ([],),
+    "stop_token_ids": ([],), "bad_words": ([],), "include_stop_str_in_output": (True, False),
+    "skip_special_tokens": (True, False), "spaces_between_special_tokens": (True, False),
+    "add_special_tokens": (True, False), "min_tokens": (0,),
 }
 # Accepted only at their neutral value.
 _NEUTRAL: dict[str, tuple[Any, ...]] = {
@@ -91,6 +111,12 @@ def _check_fields(body: dict[str, Any], allowed: frozenset[str]) -> None:
     for key, neutral in _NEUTRAL.items():
         if key in allowed and body.get(key) not in neutral:
             raise invalid(key, f"only {neutral[-1]!r} is supported", "unsupported_value")
+
+
+def ignored_fields(body: dict[str, Any]) -> tuple[str, ...]:
+    """The sampling fields this request sets to a value the engine does not honour."""
+    return tuple(sorted(key for key in _IGNORED if key != "user" and body.get(key) is not None
+                        and body[key] not in _NO_CHANGE.get(key, ())))
 
 
 def _check_model(body: dict[str, Any], model: ModelInfo) -> None:
@@ -199,4 +225,5 @@ def parse_request(body: Any, model: ModelInfo, chat: bool) -> GenerateRequest:
         chat=chat, prompt=tuple(prompt), max_tokens=_int_field(body, key, DEFAULT_MAX_TOKENS, 1),
         stream=stream, include_usage=_include_usage(body, stream),
         priority=_int_field(body, "priority", 0, None), tool_call=_bool_field(body, "tool_call"),
+        ignored=ignored_fields(body),
     )
