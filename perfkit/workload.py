@@ -35,6 +35,9 @@ class RequestSpec:
     arrival_s: float = 0.0  # offset from the start of the level (open loop); 0 for closed
     prefix_group: int | None = None  # which shared system prompt, if any
     tool_call: bool = False
+    conversation: int | None = None  # multi-turn datasets: turns of one conversation
+    turn: int = 0  # arrive in order, each after the previous one finished
+    think_s: float = 0.0  # multi-turn: pause after the previous turn ended
 
     @property
     def prompt_len(self) -> int:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import signal
 import sys
 from pathlib import Path
@@ -60,6 +61,16 @@ class StopFlag:
 
     def __bool__(self) -> bool:
         return self.requested
+
+
+def _dataset_sets(dataset: Path | None, tokenizer: Path | None) -> list[str]:
+    """--dataset FILE (and its --tokenizer DIR for text records) as profile overrides."""
+    if dataset is None:
+        return []
+    out = [f"workload.dataset.path={json.dumps(str(dataset))}"]
+    if tokenizer is not None:
+        out.append(f"workload.dataset.tokenizer={json.dumps(str(tokenizer))}")
+    return out
 
 
 def _sets(sets: list[str] | None, concurrency: str | None, rate: str | None,
@@ -127,6 +138,10 @@ def sweep(
         help="Warm-up requests per level, excluded from every metric.")] = None,
     device: Annotated[str | None, typer.Option(help="auto, cpu or cuda.")] = None,
     seed: Annotated[int | None, typer.Option(help="Workload seed.")] = None,
+    dataset: Annotated[Path | None, typer.Option(
+        help="Requests from a file instead of the generator: ShareGPT .json, JSONL of "
+        "prompts, a Mooncake trace (.jsonl) or a BurstGPT .csv (workload.dataset.path).")
+    ] = None,
     json_path: Annotated[Path | None, typer.Option(
         "--json", help="Write the result here (atomically, after every level).")] = None,
     out: Annotated[Path | None, typer.Option(
@@ -173,10 +188,11 @@ def sweep(
 
     if fmt not in FORMATS:
         raise PerfkitError(f"--format: expected table, json, markdown or csv, got {fmt!r}")
-    check_remote_flags(target, api_key_env, timeout, scrape_metrics, device, tokenizer,
-                       endpoint)
+    check_remote_flags(target, api_key_env, timeout, scrape_metrics, device,
+                       tokenizer if dataset is None else None, endpoint)
     prof = resolve_profile(profile, None if target else model,
-                           _sets(set_, concurrency, rate, requests, repeats, warmup, device, seed))
+                           _sets(set_, concurrency, rate, requests, repeats, warmup, device, seed)
+                           + _dataset_sets(dataset, tokenizer))
     if target is None:
         from perfkit.config.bounds import check_pool
 

@@ -14,6 +14,7 @@ from perfkit.config.bounds import at_most as _at_most
 from perfkit.config.bounds import positive as _positive
 from perfkit.config.bounds import rate as _rate
 from perfkit.config.bounds import share as _share
+from perfkit.config.dataset import DatasetConfig
 from perfkit.config.presets import DTYPE_BYTES
 from perfkit.config.typed import FieldError
 
@@ -172,6 +173,7 @@ class WorkloadConfig:
     prompt_len: LengthDist = field(default_factory=lambda: LengthDist(mean=64))
     output_len: LengthDist = field(default_factory=lambda: LengthDist(mean=32))
     shared_prefix: SharedPrefix = field(default_factory=SharedPrefix)
+    dataset: DatasetConfig = field(default_factory=DatasetConfig)  # a file instead
     tool_call_share: float = 0.0
     priorities: list[PriorityClass] = field(default_factory=list)
     arrival: Arrival = field(default_factory=Arrival)

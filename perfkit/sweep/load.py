@@ -94,6 +94,20 @@ def _until(specs: list[RequestSpec], least: tuple[int, float] | None) -> Iterato
         yield spec
 
 
+def _conversations(specs: Iterator[RequestSpec]) -> Iterator[list[RequestSpec]]:
+    """Consecutive turns of one conversation as one item (a client sends them in order);
+    every other spec alone."""
+    group: list[RequestSpec] = []
+    for spec in specs:
+        if group and (spec.conversation is None or spec.conversation != group[0].conversation
+                      or spec.turn == 0):
+            yield group
+            group = []
+        group.append(spec)
+    if group:
+        yield group
+
+
 async def closed_loop(serve: Serve, specs: list[RequestSpec], concurrency: int,
                       num_warmup: int, on_record: OnRecord = _ignore,
                       on_warm: OnWarm = _nothing,
@@ -105,16 +119,21 @@ async def closed_loop(serve: Serve, specs: list[RequestSpec], concurrency: int,
     warm-up, and every one of the remaining specs is measured. `on_warm` runs between.
     `least` = (count, seconds): the measured phase submits its specs in order and stops
     once it has submitted `count` and lasted `seconds` (the rest are never sent).
+    A multi-turn conversation is one client's: its turns in order, each `think_s` after
+    the previous one ended.
     """
     records: list[RequestRecord] = []
 
-    async def client(feed: Iterator[RequestSpec], warmup: bool) -> None:
-        for spec in feed:
-            records.append(await serve(spec, warmup))
-            on_record(records[-1])
+    async def client(feed: Iterator[list[RequestSpec]], warmup: bool) -> None:
+        for turns in feed:
+            for i, spec in enumerate(turns):
+                if i and spec.think_s > 0:
+                    await asyncio.sleep(spec.think_s)
+                records.append(await serve(spec, warmup))
+                on_record(records[-1])
 
     for phase, warmup in ((specs[:num_warmup], True), (specs[num_warmup:], False)):
-        feed = iter(phase) if warmup else _until(phase, least)
+        feed = _conversations(iter(phase) if warmup else _until(phase, least))
         await asyncio.gather(*(client(feed, warmup) for _ in range(min(concurrency, len(phase)))))
         if warmup:
             await _warm_done(on_warm)
@@ -129,13 +148,25 @@ async def open_loop(serve: Serve, specs: list[RequestSpec], num_warmup: int,
     As in the closed loop, the warm-up specs run first and end before the measured
     phase; the measured arrivals then start over from the phase's start (offsets
     relative to the first measured spec), so every measured request is measured.
+    A later turn of a conversation arrives at its offset or `think_s` after the previous
+    turn ended, whichever is later (its arrival time is then).
     """
+    ended: dict[tuple[int | None, int], asyncio.Event] = {
+        (s.conversation, s.turn): asyncio.Event() for s in specs if s.conversation is not None}
 
     async def one(spec: RequestSpec, start: float, warmup: bool) -> RequestRecord:
         delay = start + spec.arrival_s - time.perf_counter()
         if delay > 0:
             await asyncio.sleep(delay)
-        record = await serve(spec, warmup, start + spec.arrival_s - t0)
+        arrival = start + spec.arrival_s
+        previous = ended.get((spec.conversation, spec.turn - 1))
+        if previous is not None and not previous.is_set():
+            await previous.wait()
+            await asyncio.sleep(spec.think_s)
+            arrival = max(arrival, time.perf_counter())
+        record = await serve(spec, warmup, arrival - t0)
+        if spec.conversation is not None:
+            ended[(spec.conversation, spec.turn)].set()
         on_record(record)
         return record
 

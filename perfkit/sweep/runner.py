@@ -26,6 +26,11 @@ def level_specs(profile: Profile, plan: SweepPlan, level: LoadPoint) -> list[Req
     Every level draws fresh token ids (seeded by the seed and the level's name: the same
     in every repeat, in-process and remote); the lengths are the same at every level."""
     num = plan.num_warmup + plan.specs_at(level)
+    if profile.workload.dataset.path:
+        from perfkit.datasets.sweep import dataset_level_specs
+
+        return dataset_level_specs(profile, plan.levels, level, num,
+                                   plan.num_warmup + plan.requests_at(level))
     specs = generate(profile.workload, profile.model.vocab_size, profile.engine.max_model_len,
                      num_requests=num, salt=f":{level.label}")
     if level.rate is None:

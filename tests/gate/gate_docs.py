@@ -197,7 +197,8 @@ def noisy_doc(seed: int, concurrencies: tuple[int, ...] = (1, 4), repeats: int =
                     for a, _ in shape[c]]
             tpot = [BASE_TPOT_S * c**0.2 * shift * tpot_factor * b * rng.lognormvariate(0, 0.03)
                     for _, b in shape[c]]
-            levels.append(level(ttft, tpot, c, r, throughput=1000 * c**0.8 / shift * rng.gauss(1, 0.01),
+            throughput = 1000 * c**0.8 / shift * rng.gauss(1, 0.01)
+            levels.append(level(ttft, tpot, c, r, throughput=throughput,
                                 system_share=0.02 + rng.gauss(0, 0.003)))
     return doc(levels, **doc_kw)
 

@@ -204,8 +204,8 @@ class PagedAttention:
 def _resolve_backend(backend: str, device: torch.device) -> str:
     """auto -> triton on CUDA when triton imports, else gather; triton asked for where it
     cannot run is an error naming why."""
-    if backend == "gather":
-        return "gather"
+    if backend == "gather" or (backend == "auto" and device.type != "cuda"):
+        return "gather"  # triton is not even imported (it takes a second)
     available = device.type == "cuda" or os.environ.get("TRITON_INTERPRET") == "1"
     try:
         import triton  # noqa: F401

@@ -1,0 +1,87 @@
+"""A sweep level's requests from the profile's dataset ([workload.dataset]).
+
+Each level takes its own slice of the file when the file is long enough (level i gets
+records [i * n, (i + 1) * n), the same slice in every repeat), so a server that keeps its
+prefix cache across levels sees no prompt twice; a shorter file is shared by the levels
+(its first n records). Closed-loop levels ignore timestamps; open-loop levels arrive
+poisson at the level's rate, or (replay = "timestamps") in the file's own pattern scaled
+to the rate. Multi-turn records keep their conversation and turn: the load generator
+sends a conversation's turns in order, each after the previous one ended.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from functools import lru_cache
+from pathlib import Path
+
+from perfkit.config.schema import Profile
+from perfkit.datasets.load import load_records
+from perfkit.datasets.records import DatasetError, DatasetRecord
+from perfkit.datasets.specs import SpecBuilder, Tokenize, dataset_specs, scale_arrivals
+from perfkit.result.level import LoadPoint
+from perfkit.workload import RequestSpec, arrival_times
+
+
+@lru_cache(maxsize=4)
+def _records(path: str, fmt: str, mtime_ns: int) -> tuple[DatasetRecord, ...]:
+    return tuple(load_records(Path(path), fmt))
+
+
+def records_of(profile: Profile) -> tuple[DatasetRecord, ...]:
+    ds = profile.workload.dataset
+    path = Path(ds.path)
+    try:
+        mtime = path.stat().st_mtime_ns
+    except OSError:
+        mtime = 0  # load_records says what is wrong with it
+    return _records(str(path), ds.format, mtime)
+
+
+@lru_cache(maxsize=4)
+def load_tokenizer(folder: str) -> Tokenize:
+    """A Hugging Face tokenizer.json (the `tokenizers` library), ids without special tokens."""
+    try:
+        from tokenizers import Tokenizer
+    except ImportError:
+        raise DatasetError("text records need the tokenizers package: pip install "
+                           "tokenizers") from None
+    file = Path(folder) / "tokenizer.json"
+    if not file.is_file():
+        raise DatasetError(f"tokenizer: no tokenizer.json in {folder!r}")
+    try:
+        tok = Tokenizer.from_file(str(file))
+    except Exception as err:  # the library raises its own Exception types
+        raise DatasetError(f"tokenizer: cannot read {file} ({err})") from None
+    return lambda text: tok.encode(text, add_special_tokens=False).ids
+
+
+def _slice(records: tuple[DatasetRecord, ...], index: int, levels: int, want: int,
+           need: int, path: str) -> tuple[DatasetRecord, ...]:
+    """`want` records for the level (`need` at least: warm-up + measured requests)."""
+    if len(records) < need:
+        raise DatasetError(f"{path}: {len(records)} records, but a level needs {need} "
+                           "(warm-up + measured requests): lower --requests or --warmup")
+    n = min(want, len(records))
+    if len(records) >= n * levels:
+        return records[index * n:(index + 1) * n]
+    return records[:n]
+
+
+def dataset_level_specs(profile: Profile, levels: list[LoadPoint], level: LoadPoint,
+                        want: int, need: int) -> list[RequestSpec]:
+    ds, wl = profile.workload.dataset, profile.workload
+    records = _slice(records_of(profile), levels.index(level), len(levels), want, need,
+                     ds.path)
+    tokenizer = load_tokenizer(ds.tokenizer) if ds.tokenizer else None
+    builder = SpecBuilder(Path(ds.path), profile.model.vocab_size, wl.output_len, wl.seed,
+                          tokenizer)
+    specs = [replace(s, think_s=ds.think_time_s) if s.turn else s
+             for s in dataset_specs(records, builder)]
+    if level.rate is None:
+        return [replace(s, arrival_s=0.0) for s in specs]
+    if ds.replay == "timestamps":
+        return scale_arrivals(specs, level.rate)
+    kind = "burst" if wl.arrival.kind == "burst" else "poisson"
+    times = arrival_times(kind, level.rate, len(specs), wl.arrival.burst_size, wl.seed)
+    return [replace(s, arrival_s=t) for s, t in zip(specs, times)]
