@@ -23,7 +23,7 @@ from perfkit.measure.envinfo import collect
 from perfkit.records import RequestRecord
 from perfkit.result.codec import from_json
 from perfkit.result.level import LevelResult, LoadPoint
-from perfkit.result.stacks import StacksInfo
+from perfkit.result.stacks import StacksInfo, paths_relative_to
 from perfkit.result.sweep import Plan, ProfileInfo, SweepResult, TargetInfo
 from perfkit.summary.findings import find_all
 from perfkit.summary.knee_of import knee_of
@@ -125,7 +125,8 @@ def _header(prof: Profile, plan: SweepPlan, where: dict[str, Any],
 
 
 def _with_stacks(run_one: LevelRunner, point: LoadPoint, repeat: int, plan: SweepPlan,
-                 stacks: StackOptions, events: SweepEvents) -> LevelResult:
+                 stacks: StackOptions, events: SweepEvents,
+                 result_path: Path | None) -> LevelResult:
     from perfkit.stacks.record import record_level
     from perfkit.stacks.torch_kernels import cuda_kernel_profile
 
@@ -134,6 +135,7 @@ def _with_stacks(run_one: LevelRunner, point: LoadPoint, repeat: int, plan: Swee
             cuda_kernel_profile(stacks.out_dir / f"level-{label}.kernels.folded") as kernels:
         level = run_one(point, repeat, events.request_done)
     info = from_json(StacksInfo, rec.to_dict() | {"kernels": kernels.to_dict()}, "stacks")
+    info = paths_relative_to(info, None if result_path is None else result_path.parent)
     events.level_done(replace(level, stacks=info), rec, kernels)
     return replace(level, stacks=info)
 
@@ -150,7 +152,7 @@ def _levels(run_one: LevelRunner, plan: SweepPlan, writer: ResultWriter,
             level = run_one(point, repeat, events.request_done)
             events.level_done(level, None, None)
         else:
-            level = _with_stacks(run_one, point, repeat, plan, stacks, events)
+            level = _with_stacks(run_one, point, repeat, plan, stacks, events, writer.path)
         writer.add_level(level)
     return True
 

@@ -18,6 +18,7 @@ from typing import Any
 
 from perfkit.errors import PerfkitError
 from perfkit.report.sweep_charts import Level, SweepIn, level_order, x_of
+from perfkit.result.stacks import stack_path_candidates
 
 SVG_SIZE = re.compile(r'<svg\b[^>]*?\bwidth="([0-9.]+)"[^>]*?\bheight="([0-9.]+)"', re.S)
 PROLOG = re.compile(r"^\s*(<\?xml[^>]*\?>\s*)?(<!DOCTYPE[^>]*>\s*)?", re.I)
@@ -72,11 +73,15 @@ def choose_key(sweeps: Sequence[SweepIn], requested: str | None) -> str | None:
 
 
 def _candidates(recorded: str, s: SweepIn, search_dirs: Sequence[Path]) -> list[Path]:
-    path = Path(recorded)
-    if path.is_absolute():
-        return [path]
+    """The result folder first, then as written, then beside the result or a search dir
+    (a moved folder whose old result holds working-directory-relative paths)."""
+    found = stack_path_candidates(recorded, s.inp.source)
+    if Path(recorded).is_absolute():
+        return found
+    name = Path(recorded).name
     dirs = ([s.inp.source.parent] if s.inp.source is not None else []) + list(search_dirs)
-    return [path, *(d / path for d in dirs), *(d / "stacks" / path.name for d in dirs)]
+    return [*found, *(d / recorded for d in search_dirs),
+            *(d / "stacks" / name for d in dirs), *(d / name for d in dirs)]
 
 
 def _read_svg(paths: Sequence[Path]) -> tuple[str | None, str]:

@@ -1,8 +1,16 @@
-"""Where a level's stacks went (the folded files are the artifact; nothing in memory)."""
+"""Where a level's stacks went (the folded files are the artifact; nothing in memory).
+
+Paths are recorded relative to the result file's folder (absolute when the sweep wrote
+no result file), so the result folder can move (a CI artifact) and keep its stacks.
+Results written before that hold paths relative to the working directory they ran in;
+`stack_path_candidates` finds both.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import os
+from dataclasses import dataclass, field, replace
+from pathlib import Path
 
 
 @dataclass(frozen=True)
@@ -34,3 +42,30 @@ class StacksInfo:
     native: bool
     warning: str = ""
     kernels: KernelsInfo | None = None  # CUDA only
+
+
+def _recorded(path: str | None, folder: Path | None) -> str | None:
+    if path is None:
+        return None
+    absolute = Path(path).absolute()
+    return str(absolute) if folder is None else os.path.relpath(absolute, folder.absolute())
+
+
+def paths_relative_to(info: StacksInfo, folder: Path | None) -> StacksInfo:
+    """`info` with every stack path relative to `folder` (the result file's), or absolute
+    when there is no result file (folder None)."""
+    kernels = info.kernels
+    if kernels is not None:
+        kernels = replace(kernels, folded_path=_recorded(kernels.folded_path, folder))
+    return replace(info, folded_path=_recorded(info.folded_path, folder),
+                   speedscope_path=_recorded(info.speedscope_path, folder),
+                   svg_path=_recorded(info.svg_path, folder), kernels=kernels)
+
+
+def stack_path_candidates(recorded: str, result_file: Path | None) -> list[Path]:
+    """Where a recorded stack path may be, best first: against the result file's folder,
+    then as written (an old result's working-directory-relative path, or absolute)."""
+    path = Path(recorded)
+    if path.is_absolute() or result_file is None:
+        return [path]
+    return [result_file.parent / path, path]

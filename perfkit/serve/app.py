@@ -19,7 +19,7 @@ from typing import Any
 
 from aiohttp import web
 
-from perfkit.serve import metrics, responses
+from perfkit.serve import bounds, metrics, responses
 from perfkit.serve.generate import generate
 from perfkit.serve.protocol import ApiError, parse_request
 from perfkit.serve.state import ServerState
@@ -47,6 +47,8 @@ async def openai_errors(request: web.Request, handler: Handler) -> web.StreamRes
     except web.HTTPException as exc:
         if exc.status < 400:
             raise
+        if exc.status == 413:
+            return error_response(_too_large())
         code = exc.reason.lower().replace(" ", "_")
         return error_response(ApiError(exc.status, f"{exc.reason}: {request.method} "
                                        f"{request.path}", code=code))
@@ -56,12 +58,31 @@ async def openai_errors(request: web.Request, handler: Handler) -> web.StreamRes
                                        code="internal_error", type_="server_error"))
 
 
+def _too_large() -> ApiError:
+    return ApiError(413, f"the request body is larger than {bounds.MAX_BODY_BYTES} bytes",
+                    code="request_too_large")
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number")
+
+
 async def _json_body(request: web.Request) -> Any:
-    raw = await request.read()
+    """The body as JSON at most bounds.MAX_DEPTH deep; too big, invalid or too deep: 4xx."""
+    if (request.content_length or 0) > bounds.MAX_BODY_BYTES:
+        raise _too_large()  # before reading it
+    raw = await request.read()  # a chunked body over client_max_size: HTTP 413 -> _too_large
+    too_deep = ApiError(400, f"the body nests arrays or objects more than {bounds.MAX_DEPTH} "
+                        "deep", code="too_deeply_nested")
     try:
-        return json.loads(raw)
-    except (UnicodeDecodeError, json.JSONDecodeError) as err:
+        body = json.loads(raw, parse_constant=_no_constant)
+    except RecursionError:  # deeper than the interpreter's stack, so deeper than MAX_DEPTH
+        raise too_deep from None
+    except (UnicodeDecodeError, ValueError) as err:  # JSONDecodeError, NaN, Infinity
         raise ApiError(400, f"the body is not valid JSON: {err}", code="invalid_json") from None
+    if not bounds.depth_within(body, bounds.MAX_DEPTH):
+        raise too_deep
+    return body
 
 
 async def completions(request: web.Request) -> web.StreamResponse:
@@ -117,7 +138,9 @@ async def reset_prefix_cache(request: web.Request) -> web.Response:
 
 
 def build_app(state: ServerState) -> web.Application:
-    app = web.Application(middlewares=[openai_errors])
+    app = web.Application(middlewares=[openai_errors], client_max_size=bounds.MAX_BODY_BYTES,
+                          handler_args={"max_line_size": bounds.MAX_LINE_BYTES,
+                                        "max_field_size": bounds.MAX_FIELD_BYTES})
     app[STATE] = state
     app[CREATED] = int(time.time())
     app.router.add_post("/v1/completions", completions)

@@ -24,6 +24,7 @@ from perfkit.config.schema import Profile
 from perfkit.engine.engine import Engine
 from perfkit.errors import PerfkitError
 from perfkit.serve.app import build_app
+from perfkit.serve.http_errors import JsonErrorRunner
 from perfkit.serve.protocol import ModelInfo
 from perfkit.serve.state import ServerState, default_quota
 from perfkit.workload import RequestSpec
@@ -111,8 +112,8 @@ class Server:
         model = ModelInfo(self.profile.name, self.profile.model.vocab_size)
         self.state = ServerState(engine, model, default_quota(engine) if quota is None else quota)
         await self.state.start()
-        self._runner = web.AppRunner(build_app(self.state), handler_cancellation=True,
-                                     access_log=None, shutdown_timeout=GRACE_S)
+        self._runner = JsonErrorRunner(build_app(self.state), handler_cancellation=True,
+                                       access_log=None, shutdown_timeout=GRACE_S)
         await self._runner.setup()
         await web.SockSite(self._runner, self.sock).start()
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from perfkit.serve.bounds import json_type, sampling_problem, shown
 from perfkit.serve.tokens import chat_text, tokenize
 
 DEFAULT_MAX_TOKENS = 16  # OpenAI's default for completions; used for chat too
@@ -161,9 +162,12 @@ def _include_usage(body: dict[str, Any], stream: bool) -> bool:
 
 def _token_ids(value: list[Any], vocab_size: int, param: str) -> list[int]:
     for i, token in enumerate(value):
-        if not _is_int(token) or not 0 <= token < vocab_size:
+        if not _is_int(token):
+            raise invalid(f"{param}[{i}]", f"token ids must be integers, got {shown(token)}",
+                          "invalid_type")
+        if not 0 <= token < vocab_size:
             raise invalid(f"{param}[{i}]", f"expected a token id in [0, {vocab_size}), "
-                          f"got {token!r}")
+                          f"got {token}")
     return list(value)
 
 
@@ -173,13 +177,16 @@ def parse_prompt(value: Any, vocab_size: int) -> list[int]:
         value = value[0]  # a batch of one
     if isinstance(value, str):
         ids = tokenize(value, vocab_size)
-    elif isinstance(value, list) and all(_is_int(t) for t in value):
+    elif isinstance(value, list) and not any(isinstance(t, str | list) for t in value):
         ids = _token_ids(value, vocab_size, "prompt")
     elif isinstance(value, list):
         raise invalid("prompt", "batched prompts are not supported; send one per request",
                       "unsupported_value")
-    else:
+    elif value is None:
         raise invalid("prompt", "required: a string or a list of token ids", "missing_field")
+    else:
+        raise invalid("prompt", "expected a string or a list of token ids, got "
+                      f"{json_type(value)} {shown(value)}", "invalid_type")
     if not ids:
         raise invalid("prompt", "is empty (no words or token ids)")
     return ids
@@ -212,6 +219,8 @@ def parse_request(body: Any, model: ModelInfo, chat: bool) -> GenerateRequest:
     if not isinstance(body, dict):
         raise ApiError(400, "the request body must be a JSON object", code="invalid_json")
     _check_fields(body, CHAT_FIELDS if chat else COMPLETION_FIELDS)
+    if (problem := sampling_problem(body)) is not None:
+        raise invalid(*problem)
     _check_model(body, model)
     if chat:
         prompt = parse_messages(body.get("messages"), model.vocab_size)

@@ -99,10 +99,15 @@ class ServerState:
         max_len = self.engine.max_model_len
         if len(gen.prompt) >= max_len:  # permanent: say so before any 429 (the engine agrees)
             raise self._rejection("prompt_too_long", len(gen.prompt), gen.chat)
-        max_tokens = min(gen.max_tokens, max_len - len(gen.prompt))  # the engine stops there
-        need = len(gen.prompt) + max_tokens
+        need = len(gen.prompt) + gen.max_tokens
+        if need > max_len:  # refused, as vLLM does, rather than clamped
+            raise ApiError(400, f"This model's maximum context length is {max_len} tokens. "
+                           f"However, you requested {need} tokens ({len(gen.prompt)} in the "
+                           f"prompt, {gen.max_tokens} in the completion); lower max_tokens to "
+                           f"at most {max_len - len(gen.prompt)}", param="max_tokens",
+                           code="context_length_exceeded")
         self._check_quota(need)
-        spec = RequestSpec(next(self._ids), gen.prompt, max_tokens, gen.priority,
+        spec = RequestSpec(next(self._ids), gen.prompt, gen.max_tokens, gen.priority,
                            tool_call=gen.tool_call)
         stream = self.async_engine.submit(spec)
         if stream.rejected is not None:
