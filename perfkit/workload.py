@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal, overload
 
-from perfkit.config.schema import LengthDist, WorkloadConfig
+from perfkit.config.schema import Arrival, LengthDist, WorkloadConfig
 
 # Token id 0 is never generated in prompts (reserved as padding by the model).
 FIRST_TOKEN_ID = 1
@@ -91,20 +91,56 @@ def _sampler(dist: LengthDist, rng: random.Random) -> Callable[[], int]:
 
 
 def arrival_times(
-    kind: str, rate: float, num: int, burst_size: int = 8, seed: int = 0
+    kind: str, rate: float, num: int, burst_size: int = 8, seed: int = 0,
+    burstiness: float = 1.0,
 ) -> list[float]:
-    """Open-loop arrival offsets in seconds: poisson at `rate`, or bursts of `burst_size`
-    requests every burst_size / rate seconds. `closed` (or rate 0) -> all at 0."""
+    """Open-loop arrival offsets in seconds: poisson at `rate`; gamma inter-arrival times
+    of shape `burstiness` and mean 1 / rate (vLLM's --burstiness: 1 is poisson, smaller is
+    burstier); or bursts of `burst_size` requests every burst_size / rate seconds.
+    `closed` (or rate 0) -> all at 0."""
     if kind == "closed" or rate <= 0:
         return [0.0] * num
     if kind == "burst":
         return [(i // burst_size) * burst_size / rate for i in range(num)]
     rng = _rng(seed, "arrivals")
+    gap: Callable[[], float] = (lambda: rng.expovariate(rate)) if kind == "poisson" \
+        else (lambda: rng.gammavariate(burstiness, 1.0 / (rate * burstiness)))
     times, now = [], 0.0
     for _ in range(num):
         times.append(now)
-        now += rng.expovariate(rate)
+        now += gap()
     return times
+
+
+def ramp_times(times: list[float], rate: float, ramp: str, ramp_s: float) -> list[float]:
+    """Arrivals of a steady rate re-timed so the rate ramps up over `ramp_s` seconds:
+    linear from 0, or exponential from 1/64 of it (doubling every ramp_s / 6). The same
+    arrivals in the same order; after the ramp, the steady rate."""
+    if ramp == "none" or ramp_s <= 0 or rate <= 0:
+        return times
+    return [_ramp_one(t * rate, rate, ramp, ramp_s) for t in times]
+
+
+def _ramp_one(u: float, rate: float, ramp: str, ramp_s: float) -> float:
+    """The time by which the ramped rate has delivered `u` arrivals (its cumulative
+    intensity inverted); u = rate * steady time."""
+    if ramp == "linear":  # r(t) = rate * t / T: u(t) = rate t^2 / 2T until T
+        u_ramp = rate * ramp_s / 2
+        return math.sqrt(2 * ramp_s * u / rate) if u < u_ramp else ramp_s + (u - u_ramp) / rate
+    low = 1 / 64  # r(t) = rate * 64^(t/T - 1): u(t) = rate T (64^(t/T-1) - 1/64) / ln 64
+    ln = math.log(64)
+    u_ramp = rate * ramp_s * (1 - low) / ln
+    if u >= u_ramp:
+        return ramp_s + (u - u_ramp) / rate
+    return ramp_s * (1 + math.log(u * ln / (rate * ramp_s) + low) / ln)
+
+
+def level_arrivals(arrival: Arrival, rate: float, num: int, seed: int) -> list[float]:
+    """A rate level's offsets: the profile's process at the level's rate (poisson unless
+    it bursts or is gamma), then its ramp."""
+    kind = arrival.kind if arrival.kind in ("burst", "gamma") else "poisson"
+    times = arrival_times(kind, rate, num, arrival.burst_size, seed, arrival.burstiness)
+    return ramp_times(times, rate, arrival.ramp, arrival.ramp_s)
 
 
 def _prefixes(cfg: WorkloadConfig, vocab_size: int, salt: str) -> list[tuple[int, ...]]:
@@ -122,9 +158,10 @@ def _lengths(cfg: WorkloadConfig, max_model_len: int, num: int,
     and tool call ("choice"), prompt then output length ("lengths")."""
     lengths, choice = _rng(cfg.seed, "lengths"), _rng(cfg.seed, "choice")
     sp, arrival = cfg.shared_prefix, cfg.arrival
-    times = arrival_times(
-        arrival.kind, arrival.rate if rate is None else rate, num, arrival.burst_size, cfg.seed
-    )
+    at = arrival.rate if rate is None else rate
+    times = arrival_times(arrival.kind, at, num, arrival.burst_size, cfg.seed,
+                          arrival.burstiness)
+    times = ramp_times(times, at, arrival.ramp, arrival.ramp_s)
     prios = [p.priority for p in cfg.priorities] or [0]
     weights = [p.weight for p in cfg.priorities] or [1.0]
     prompt_draw, output_draw = _sampler(cfg.prompt_len, lengths), _sampler(cfg.output_len, lengths)

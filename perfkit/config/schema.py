@@ -157,14 +157,24 @@ class PriorityClass:
 
 @dataclass
 class Arrival:
-    kind: Literal["closed", "poisson", "burst"] = "closed"
-    rate: float = 0.0  # requests per second (poisson, burst); 0 = all at once
+    kind: Literal["closed", "poisson", "burst", "gamma"] = "closed"
+    rate: float = 0.0  # requests per second (poisson, burst, gamma); 0 = all at once
     burst_size: int = 8  # burst: requests per burst
+    burstiness: float = 1.0  # gamma: shape of the inter-arrival times (1 = poisson, < 1 bursty)
+    # the load's start: rate levels ramp their arrival rate, closed-loop levels their clients
+    ramp: Literal["none", "linear", "exponential"] = "none"
+    ramp_s: float = 0.0  # seconds to reach the level's full load
 
     def check(self) -> None:
         _rate("rate", self.rate, allow_zero=True)
         _positive("burst_size", self.burst_size)
         _at_most("burst_size", self.burst_size, MAX_REQUESTS)
+        if not 0.01 <= self.burstiness <= 100:
+            raise FieldError("burstiness", f"must be in [0.01, 100], got {self.burstiness}")
+        if not 0 <= self.ramp_s <= 3600:
+            raise FieldError("ramp_s", f"must be in [0, 3600] s, got {self.ramp_s}")
+        if self.ramp != "none" and self.ramp_s == 0:
+            raise FieldError("ramp_s", f"a {self.ramp} ramp needs ramp_s > 0")
 
 
 @dataclass

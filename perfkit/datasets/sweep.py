@@ -20,7 +20,7 @@ from perfkit.datasets.load import load_records
 from perfkit.datasets.records import DatasetError, DatasetRecord
 from perfkit.datasets.specs import SpecBuilder, Tokenize, dataset_specs, scale_arrivals
 from perfkit.result.level import LoadPoint
-from perfkit.workload import RequestSpec, arrival_times
+from perfkit.workload import RequestSpec, level_arrivals
 
 
 @lru_cache(maxsize=4)
@@ -82,6 +82,5 @@ def dataset_level_specs(profile: Profile, levels: list[LoadPoint], level: LoadPo
         return [replace(s, arrival_s=0.0) for s in specs]
     if ds.replay == "timestamps":
         return scale_arrivals(specs, level.rate)
-    kind = "burst" if wl.arrival.kind == "burst" else "poisson"
-    times = arrival_times(kind, level.rate, len(specs), wl.arrival.burst_size, wl.seed)
+    times = level_arrivals(wl.arrival, level.rate, len(specs), wl.seed)
     return [replace(s, arrival_s=t) for s, t in zip(specs, times)]

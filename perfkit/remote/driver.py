@@ -65,7 +65,8 @@ async def _drive(sweep: RemoteSweep, level: LoadPoint, repeat: int, specs: list[
         meter.start()
         plan = sweep.plan
         least = (plan.requests_at(level), plan.min_level_s)  # as the in-process runner
-        records = await drive(serve, specs, level, plan.num_warmup, t0, on_rec, on_warm, least)
+        records = await drive(serve, specs, level, plan.num_warmup, t0, on_rec, on_warm, least,
+                              plan.ramp)
         overhead = await meter.stop()
         server = (ServerMetrics.unavailable(NO_SCRAPE) if scraper is None
                   else await asyncio.to_thread(scraper.stop))

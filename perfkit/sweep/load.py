@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import math
 import time
 from collections.abc import Awaitable, Callable, Iterator
 from typing import Protocol
@@ -108,10 +109,22 @@ def _conversations(specs: Iterator[RequestSpec]) -> Iterator[list[RequestSpec]]:
         yield group
 
 
+def client_starts(concurrency: int, ramp: str, ramp_s: float) -> list[float] | None:
+    """Seconds after the measured phase starts at which each client starts: all at once,
+    evenly over ramp_s (linear), or doubling the clients every equal share of it
+    (exponential: client j at ramp_s * log2(j + 1) / log2(C))."""
+    if ramp == "none" or ramp_s <= 0 or concurrency < 2:
+        return None
+    if ramp == "linear":
+        return [ramp_s * j / concurrency for j in range(concurrency)]
+    return [ramp_s * math.log2(j + 1) / math.log2(concurrency) for j in range(concurrency)]
+
+
 async def closed_loop(serve: Serve, specs: list[RequestSpec], concurrency: int,
                       num_warmup: int, on_record: OnRecord = _ignore,
                       on_warm: OnWarm = _nothing,
-                      least: tuple[int, float] | None = None) -> list[RequestRecord]:
+                      least: tuple[int, float] | None = None,
+                      starts: list[float] | None = None) -> list[RequestRecord]:
     """`concurrency` clients take the next spec from a shared, ordered queue.
 
     The first `num_warmup` specs run as a phase of their own, at the same concurrency,
@@ -120,11 +133,14 @@ async def closed_loop(serve: Serve, specs: list[RequestSpec], concurrency: int,
     `least` = (count, seconds): the measured phase submits its specs in order and stops
     once it has submitted `count` and lasted `seconds` (the rest are never sent).
     A multi-turn conversation is one client's: its turns in order, each `think_s` after
-    the previous one ended.
+    the previous one ended. `starts`: client j of the measured phase starts starts[j]
+    seconds in (a ramp); the warm-up starts them all at once.
     """
     records: list[RequestRecord] = []
 
-    async def client(feed: Iterator[list[RequestSpec]], warmup: bool) -> None:
+    async def client(feed: Iterator[list[RequestSpec]], warmup: bool, delay: float) -> None:
+        if delay > 0:
+            await asyncio.sleep(delay)
         for turns in feed:
             for i, spec in enumerate(turns):
                 if i and spec.think_s > 0:
@@ -134,7 +150,9 @@ async def closed_loop(serve: Serve, specs: list[RequestSpec], concurrency: int,
 
     for phase, warmup in ((specs[:num_warmup], True), (specs[num_warmup:], False)):
         feed = _conversations(iter(phase) if warmup else _until(phase, least))
-        await asyncio.gather(*(client(feed, warmup) for _ in range(min(concurrency, len(phase)))))
+        delays = [0.0] * concurrency if warmup or starts is None else starts
+        await asyncio.gather(*(client(feed, warmup, delays[j])
+                               for j in range(min(concurrency, len(phase)))))
         if warmup:
             await _warm_done(on_warm)
     return sorted(records, key=lambda r: r.request_id)

@@ -17,6 +17,7 @@ class SweepPlan:
     samplers: bool = True  # False: wall time only (to measure the samplers' cost)
     min_requests_per_client: int = 0  # closed loop: >= this x concurrency measured
     min_level_s: float = 0.0  # closed loop: keep submitting until the phase lasts this long
+    ramp: tuple[str, float] = ("none", 0.0)  # closed loop: clients start over ramp_s seconds
 
     def requests_at(self, level: LoadPoint) -> int:
         """Measured requests the level submits at least (deterministic)."""
@@ -43,4 +44,5 @@ def plan_from_profile(profile: Profile, samplers: bool = True) -> SweepPlan:
     return SweepPlan(levels=levels, num_requests=profile.workload.num_requests,
                      num_warmup=sw.warmup, repeats=sw.repeats, samplers=samplers,
                      min_requests_per_client=sw.min_requests_per_client,
-                     min_level_s=sw.min_level_s)
+                     min_level_s=sw.min_level_s,
+                     ramp=(profile.workload.arrival.ramp, profile.workload.arrival.ramp_s))

@@ -15,9 +15,17 @@ from perfkit.measure.samplers import LevelSamplers
 from perfkit.records import RequestRecord
 from perfkit.result.level import LevelResult, LoadPoint
 from perfkit.sweep.level import LevelRun, level_result
-from perfkit.sweep.load import EngineServe, OnRecord, OnWarm, Serve, closed_loop, open_loop
+from perfkit.sweep.load import (
+    EngineServe,
+    OnRecord,
+    OnWarm,
+    Serve,
+    client_starts,
+    closed_loop,
+    open_loop,
+)
 from perfkit.sweep.plan import SweepPlan
-from perfkit.workload import RequestSpec, arrival_times, generate
+from perfkit.workload import RequestSpec, generate, level_arrivals
 
 
 def level_specs(profile: Profile, plan: SweepPlan, level: LoadPoint) -> list[RequestSpec]:
@@ -36,19 +44,20 @@ def level_specs(profile: Profile, plan: SweepPlan, level: LoadPoint) -> list[Req
     if level.rate is None:
         return specs
     arrival = profile.workload.arrival
-    kind = "burst" if arrival.kind == "burst" else "poisson"
-    times = arrival_times(kind, level.rate, num, arrival.burst_size, profile.workload.seed)
+    times = level_arrivals(arrival, level.rate, num, profile.workload.seed)
     return [replace(s, arrival_s=t) for s, t in zip(specs, times)]
 
 
 async def drive(serve: Serve, specs: list[RequestSpec], level: LoadPoint, num_warmup: int,
                 t0: float, on_record: OnRecord, on_warm: OnWarm,
-                least: tuple[int, float] | None = None) -> list[RequestRecord]:
+                least: tuple[int, float] | None = None,
+                ramp: tuple[str, float] = ("none", 0.0)) -> list[RequestRecord]:
     """One level's load through `serve`, closed or open loop as the level says; `least`
-    (requests, seconds): a closed loop stops submitting once both are reached."""
+    (requests, seconds): a closed loop stops submitting once both are reached; `ramp`
+    (kind, seconds): its clients start over that time (open loops ramp in their specs)."""
     if level.concurrency is not None:
         return await closed_loop(serve, specs, level.concurrency, num_warmup, on_record,
-                                 on_warm, least)
+                                 on_warm, least, client_starts(level.concurrency, *ramp))
     return await open_loop(serve, specs, num_warmup, t0, on_record, on_warm)
 
 
@@ -57,7 +66,7 @@ async def _drive(engine: Engine, specs: list[RequestSpec], level: LoadPoint, pla
     least = (plan.requests_at(level), plan.min_level_s)
     async with AsyncEngine(engine) as aeng:
         return await drive(EngineServe(aeng, t0), specs, level, plan.num_warmup, t0,
-                           on_record, on_warm, least)
+                           on_record, on_warm, least, plan.ramp)
 
 
 def _noop(record: Any) -> None:
