@@ -78,6 +78,9 @@ class EngineConfig:
     max_num_batched_tokens: int = 512  # token budget per step (prefill chunks + decodes)
     max_model_len: int = 1024  # prompt + output tokens of one request
     max_waiting: int = 4096  # waiting-queue cap; arrivals beyond it are rejected
+    # full_prompt: a waiting request is admitted only when its whole prompt's blocks fit
+    # (vLLM v1's default, scheduler_reserve_full_isl); first_chunk: its first chunk's
+    admission: Literal["full_prompt", "first_chunk"] = "full_prompt"
     prefix_caching: bool = True
     device: Literal["auto", "cpu", "cuda"] = "auto"
     # auto: the Triton paged kernel for decode on CUDA when triton imports, else gather

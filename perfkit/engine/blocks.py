@@ -150,6 +150,13 @@ class BlockPool:
         self.block_hash[block] = h
         self.cached[h] = block
 
+    def uncache(self, block: int) -> None:
+        """Forget a referenced block's hash (it was registered, then never computed)."""
+        h = self.block_hash[block]
+        if h is not None and self.cached.get(h) == block:
+            del self.cached[h]
+        self.block_hash[block] = None
+
     def reset_prefix_cache(self) -> bool:
         """Forget every cached hash (vLLM's reset_prefix_cache). Refused (False) while any
         block is in use: a running request's blocks may be cached too."""

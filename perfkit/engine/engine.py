@@ -78,7 +78,8 @@ class Engine:
         self.kv_spec = KVSpec.from_profile(profile)  # the pool's and the cache's shape
         self.max_model_len = eng.max_model_len
         self._scheduler_config = SchedulerConfig(
-            eng.max_num_seqs, eng.max_num_batched_tokens, eng.max_model_len, eng.max_waiting
+            eng.max_num_seqs, eng.max_num_batched_tokens, eng.max_model_len, eng.max_waiting,
+            eng.admission,
         )
         self.pool = BlockPool(self.kv_spec.num_blocks, self.kv_spec.block_size,
                               eng.prefix_caching)

@@ -34,16 +34,21 @@ class KVManager:
             hits.append(block)
         return hits
 
-    def admit(self, seq: Sequence, num_new_tokens: int) -> bool:
+    def admit(self, seq: Sequence, num_new_tokens: int, full_prompt: bool = True) -> bool:
         """First allocation of a waiting sequence: take its prefix hits, then slots for
-        `num_new_tokens` more tokens (clipped to what is uncomputed). All or nothing."""
+        `num_new_tokens` more tokens (clipped to what is uncomputed). All or nothing.
+
+        full_prompt (vLLM v1's `scheduler_reserve_full_isl`, its default): admit only when
+        the blocks of all its tokens fit in the free blocks, though only the first chunk's
+        are allocated now; else only the first chunk's blocks need to fit."""
         assert not seq.block_ids, "admit() on a sequence that holds blocks"
         hits = self._prefix_hits(seq)
         num_hit_tokens = len(hits) * self.block_size
         num_new = min(num_new_tokens, seq.num_tokens - num_hit_tokens)
         need = cdiv(num_hit_tokens + num_new, self.block_size) - len(hits)
         revived = sum(1 for b in hits if self.pool.ref_count[b] == 0)
-        if need + revived > self.pool.num_free_blocks:
+        check = cdiv(seq.num_tokens, self.block_size) - len(hits) if full_prompt else need
+        if check + revived > self.pool.num_free_blocks:
             return False
         if self.pool.enable_caching:
             eligible = (seq.num_tokens - 1) // self.block_size
@@ -56,6 +61,7 @@ class KVManager:
         seq.num_hashed_blocks = len(hits)
         if seq.num_preemptions == 0:
             seq.num_cached_tokens = num_hit_tokens
+        self.cache_scheduled(seq, num_new)
         return True
 
     def blocks_needed(self, seq: Sequence, num_new_tokens: int) -> int:
@@ -85,17 +91,24 @@ class KVManager:
         total = cdiv(seq.num_computed_tokens + num_new_tokens, self.block_size)
         while len(seq.block_ids) < total:
             seq.block_ids.append(self.pool.allocate())
+        self.cache_scheduled(seq, num_new_tokens)
         return copies
 
-    def cache_computed(self, seq: Sequence) -> None:
-        """Register the hashes of blocks that became full and computed."""
-        num_full = seq.num_computed_tokens // self.block_size
+    def cache_scheduled(self, seq: Sequence, num_new_tokens: int) -> None:
+        """Register the hashes of the blocks this step fills (vLLM v1 registers them when
+        it schedules them, so a request admitted later in the same step already hits
+        them: the step writes every K/V before any attention reads it)."""
+        num_full = (seq.num_computed_tokens + num_new_tokens) // self.block_size
         if not self.pool.enable_caching or num_full <= seq.num_hashed_blocks:
             return
         hashes = self._full_hashes(seq)
         for i in range(seq.num_hashed_blocks, num_full):
             self.pool.cache(seq.block_ids[i], hashes[i])
         seq.num_hashed_blocks = num_full
+
+    def cache_computed(self, seq: Sequence) -> None:
+        """Register the hashes of blocks that are full and computed."""
+        self.cache_scheduled(seq, 0)
 
     def fork(self, parent: Sequence, child: Sequence) -> None:
         """Share every block of `parent` with `child` (e.g. parallel sampling)."""
@@ -106,7 +119,11 @@ class KVManager:
         child.num_hashed_blocks = parent.num_hashed_blocks
 
     def free(self, seq: Sequence) -> None:
-        """Release the sequence's blocks tail first; it keeps its hashes for a later hit."""
+        """Release the sequence's blocks tail first; it keeps its hashes for a later hit.
+        Blocks registered for this step but never computed (preempted after being
+        scheduled) lose their hash: no later request may hit K/V that was not written."""
+        for i in range(seq.num_computed_tokens // self.block_size, seq.num_hashed_blocks):
+            self.pool.uncache(seq.block_ids[i])
         self.pool.free(reversed(seq.block_ids))
         seq.block_ids = []
         seq.num_hashed_blocks = 0

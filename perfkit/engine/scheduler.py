@@ -7,6 +7,11 @@ sequence some new tokens to compute within the token budget
 go first, in admission order; then waiting ones by (priority, arrival). A
 sequence whose computation reaches its last token samples a new one.
 
+A block is registered in the prefix cache when it is scheduled to be filled, so a
+request admitted later in the same step hits it (as vLLM v1). A waiting request is
+admitted only when the blocks of all its tokens fit (`admission = "full_prompt"`,
+vLLM's scheduler_reserve_full_isl), or, with "first_chunk", those of its first chunk.
+
 When a running sequence needs a block and none is free, the lowest-priority,
 newest running sequence is preempted: its blocks are freed (their hashes stay
 in the prefix cache until evicted) and it is recomputed later.
@@ -29,6 +34,10 @@ class SchedulerConfig:
     max_num_batched_tokens: int
     max_model_len: int
     max_waiting: int
+    # full_prompt: a waiting request is admitted only when the blocks of its whole prompt
+    # fit (vLLM v1's scheduler_reserve_full_isl, its default); first_chunk: only the
+    # blocks of this step's chunk
+    admission: str = "full_prompt"
 
 
 @dataclass
@@ -142,7 +151,8 @@ class Scheduler:
     def _schedule_waiting(self, out: SchedulerOutput) -> None:
         while self.waiting and out.budget > 0 and len(self.running) < self.config.max_num_seqs:
             seq = self.waiting[0][2]
-            if not self.kv.admit(seq, out.budget):
+            full = self.config.admission == "full_prompt"
+            if not self.kv.admit(seq, out.budget, full):
                 break  # head of the queue waits for memory; no overtaking (priority order)
             heapq.heappop(self.waiting)
             num_new = min(seq.num_uncomputed, out.budget)
@@ -154,10 +164,10 @@ class Scheduler:
 
     # -- after the model ran ----------------------------------------------------------
     def commit(self, out: SchedulerOutput) -> None:
-        """The step's tokens are computed: advance progress and cache full blocks."""
+        """The step's tokens are computed: advance progress (their full blocks were
+        registered in the prefix cache when they were scheduled)."""
         for item in out.scheduled:
             item.seq.num_computed_tokens += item.num_new_tokens
-            self.kv.cache_computed(item.seq)
 
     def finish(self, seq: Sequence, reason: str) -> None:
         """End a sequence (done, cancelled): free its blocks tail first."""

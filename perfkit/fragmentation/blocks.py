@@ -94,7 +94,7 @@ class PagedState:
     end of step t it has c0 + t - adm computed and cdiv(that, bs) blocks in its table,
     hit[i] of them a shared prefix it does not own. `drop` adds its slot-steps over
     adm..t-1 when it leaves; `snapshot` reads the pool at one step; `_admit_shared`
-    and `register` move requests of a shared-prefix group on and off the PrefixCache."""
+    and `drop` move requests of a shared-prefix group on and off the PrefixCache."""
 
     def __init__(self, trace: Trace, num_blocks: int, block_size: int, prefix_caching: bool,
                  timeline: bool) -> None:
@@ -115,7 +115,6 @@ class PagedState:
             else None
         self.dirty = True  # memory or a seq slot freed, or an arrival, since the head waited
         self.last_mem = -1  # last step the queue head waited for memory
-        self.registrants: list[int] = []  # admitted this step with their prefix uncached
         self.steps = 0  # recorded steps: a request ran
         self.peak, self.peak_step, self.peak_blocks = Slots(0, 0, 0, 0, 0), -1, -1
         self.peak_saved = 0
@@ -124,7 +123,8 @@ class PagedState:
     # -- shared prefixes ----------------------------------------------------------------
     def _admit_shared(self, i: int, need: int, t: int) -> bool:
         """Admission of a request with a shared prefix: hit it if cached, else compute
-        it (and maybe register it at the end of the step). False if it does not fit."""
+        it, registered at once (as the engine registers blocks when it schedules them:
+        requests admitted later in the same step hit them). False if it does not fit."""
         prefix, g = self.prefix, self.trace.prefix_group[i]
         assert prefix is not None
         hit, revive = prefix.cost(g)
@@ -132,27 +132,10 @@ class PagedState:
         if need + revive > self.free:
             self.last_mem = t
             return False
-        if hit:
-            self.free -= prefix.take(g, t)
-            self.hit[i] = prefix.shared
-        else:
-            self.registrants.append(i)
-        self.free -= need
+        self.free -= prefix.take(g, t) + need
+        self.hit[i] = prefix.shared
         prefix.evict(self.free)
         return True
-
-    def register(self, t: int) -> None:
-        """Prefixes computed this step become cached: the first computer shares its
-        blocks, and the head may now hit them."""
-        prefix = self.prefix
-        assert prefix is not None  # only requests of a group register
-        for i in self.registrants:
-            g = self.trace.prefix_group[i]
-            if self.running[i] and not prefix.cached[g]:
-                prefix.take(g, t)
-                self.hit[i] = prefix.shared
-                self.dirty = True
-        self.registrants.clear()
 
     def _t_last(self, i: int) -> tuple[int, int]:
         """(step its last block is allocated, internal slots of that block)."""

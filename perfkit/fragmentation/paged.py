@@ -23,9 +23,10 @@ Cost: O(steps + events x log), steps ~ tokens / concurrency; with one priority t
 queue of never-run requests is a FIFO and only preempted ones go through a heap.
 
 Prefix caching shares the full blocks of the workload's shared prefixes
-(prefix_len // block_size per group). A group is cached from the end of the
-step in which one of its requests computed it, so requests admitted in that
-same step keep private copies (as in the engine). A released prefix stays
+(prefix_len // block_size per group). A group is cached from the step in which
+one of its requests is admitted to compute it, so requests admitted later in
+that same step already share it (the engine, like vLLM v1, registers a block's
+hash when it schedules the block). A released prefix stays
 cached and counts as free; the replay evicts it whole, oldest first, only when
 no other free block is left. The engine evicts block by block in LRU order
 among all hashed blocks, so under eviction pressure the two can differ.
@@ -220,8 +221,6 @@ class _PagedReplay(PagedState):
                 self.steps += 1
                 if ran > self.peak_seqs:
                     self.peak_seqs = ran
-            if self.registrants:
-                self.register(t)
             if t in finish_at:
                 self.finish(t)
             if ran and (self.timeline is not None or self.nb - self.free > self.peak_blocks

@@ -8,8 +8,8 @@ from perfkit.engine.sequence import SeqStatus, Sequence
 
 
 def make(num_blocks=16, block_size=4, max_seqs=8, budget=64, max_len=64, max_waiting=100,
-         caching=True):
-    cfg = SchedulerConfig(max_seqs, budget, max_len, max_waiting)
+         caching=True, admission="full_prompt"):
+    cfg = SchedulerConfig(max_seqs, budget, max_len, max_waiting, admission)
     return Scheduler(cfg, BlockPool(num_blocks, block_size, caching))
 
 
@@ -98,3 +98,40 @@ def test_preempted_sequence_hits_its_own_cached_blocks():
     while s.has_work:
         step(s)
     assert s.pool.counters.hits > hits_before  # recompute reused cached prefix blocks
+
+
+def test_full_prompt_admission_waits_for_the_whole_prompt():
+    # 6 blocks of 4, budget 8: a holds 3 blocks; b's 20-token prompt needs 5 of the 3
+    # free, its first chunk (7 tokens beside a's decode) 2.
+    for admission, admitted in (("full_prompt", False), ("first_chunk", True)):
+        s = make(num_blocks=6, block_size=4, budget=8, admission=admission)
+        s.add(seq(0, 8, max_tokens=8))
+        step(s)
+        s.add(seq(1, 20, start=100))
+        out = step(s)
+        assert any(q.seq_id == 1 for q in out.admitted) is admitted, admission
+
+
+def test_blocks_registered_at_schedule_time_hit_in_the_same_step():
+    # four requests with one 12-token prompt admitted together: the first computes its 3
+    # full blocks, the others hit 2 of them (a hit stops short of the last token).
+    s = make(num_blocks=16, block_size=4, budget=64)
+    for i in range(4):
+        s.add(seq(i, 12))
+    out = step(s)
+    assert len(out.admitted) == 4
+    assert s.pool.counters.hits == 3 * 2
+    assert [q.num_new_tokens for q in out.scheduled] == [12, 4, 4, 4]
+    assert s.pool.num_used_blocks == 3 + 3 * 1
+
+
+def test_a_preempted_scheduled_block_is_not_left_in_the_cache():
+    from perfkit.engine.kv_manager import KVManager
+
+    pool = BlockPool(8, 4)
+    kv = KVManager(pool)
+    a = seq(0, 8)
+    assert kv.admit(a, 8)  # registers both blocks for this step
+    assert len(pool.cached) == 2
+    kv.free(a)  # preempted before the step ran: nothing was written
+    assert not pool.cached and pool.num_free_blocks == 8
