@@ -243,3 +243,22 @@ def verdict(p: PolicyResult) -> str:
     if p.saved_block_steps:
         line += f", prefix sharing saves {p.shared_saving:.1%} of the pool"
     return line
+
+
+def limiter(rep: FragReport) -> tuple[str, str]:
+    """What bounded the run at the profile's block size: ("memory" | "batch cap" | "load",
+    a sentence). With the batch cap binding, the pool never fills and the shares above
+    say little about fragmentation: the sentence says what to change."""
+    bs, cap = rep.profile.engine.block_size, rep.profile.engine.max_num_seqs
+    p = next(x for x in rep.policies if x.name == f"paged-{bs}")
+    occupied = p.peak.occupied / p.pool_slots if p.pool_slots else 0.0
+    if p.num_preempted or p.num_queued_for_memory:
+        return "memory", (f"memory limits paged-{bs}: {p.num_preempted:,} preemptions, "
+                          f"{p.num_queued_for_memory:,} requests queued for blocks")
+    if p.peak_sequences >= cap:
+        return "batch cap", (
+            f"the batch cap (max_num_seqs {cap}), not memory, limits paged-{bs}: at most "
+            f"{occupied:.1%} of its pool was occupied; raise max_num_seqs or lower the KV "
+            "budget (--kv-memory) to see fragmentation under memory pressure")
+    return "load", (f"neither memory nor the batch cap limits paged-{bs}: at most "
+                    f"{p.peak_sequences} running, {occupied:.1%} of the pool occupied")

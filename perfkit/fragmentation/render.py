@@ -19,7 +19,7 @@ from rich.text import Text
 from perfkit.config.profile import profile_sha256
 from perfkit.config.units import format_bytes
 from perfkit.fragmentation.live import LiveReport
-from perfkit.fragmentation.policies import FragReport, verdict
+from perfkit.fragmentation.policies import FragReport, limiter, verdict
 from perfkit.fragmentation.types import KINDS, PolicyResult, Slots
 
 SCHEMA = "perfkit.fragmentation/1"
@@ -129,6 +129,7 @@ def render(rep: FragReport, live: LiveReport | None = None) -> RenderableType:
         verdicts.append(f"  {p.name}: {verdict(p)}\n")
     parts.append(verdicts)
     rec = rep.recommendation
+    parts.append(Text.assemble(("limited by: ", "bold"), f"{limiter(rep)[1]}."))
     parts.append(Text.assemble(("block size: ", "bold"), f"{rec.block_size} — {rec.reason}."))
     if rep.profile.model.preset == "opt-13b":
         parts.append(Text(f"PagedAttention paper, Fig. 2 (OPT-13B), tokens/occupied: "
@@ -249,6 +250,7 @@ def to_dict(rep: FragReport, live: LiveReport | None = None) -> dict[str, Any]:
                   "max_num_seqs": prof.engine.max_num_seqs},
         "policies": [policy_dict(p) for p in rep.policies],
         "verdicts": {p.name: verdict(p) for p in rep.policies},
+        "limited_by": dict(zip(("kind", "reason"), limiter(rep), strict=True)),
         "recommendation": {"block_size": rep.recommendation.block_size,
                            "reason": rep.recommendation.reason},
         "live": _live_dict(live) if live is not None else None,

@@ -12,6 +12,7 @@ from perfkit.fragmentation.paged import simulate_paged
 from perfkit.fragmentation.policies import (
     FragConfig,
     kv_budget,
+    limiter,
     recommend,
     simulate,
     verdict,
@@ -111,6 +112,15 @@ def test_simulate_reference_shape_opt13b():
     assert by["paged-16+prefix"].totals == by["paged-16"].totals  # no shared prefix
     assert rep.recommendation.block_size == 16
     assert "occupied memory holds tokens" in verdict(by["oracle"])
+
+
+def test_limiter_says_when_the_batch_cap_not_memory_bounds_the_run():
+    prof = load_profile("sharegpt", Overrides(model="opt-13b"))
+    roomy = simulate(prof, kv_budget(prof, "64GiB", None), FragConfig(num_requests=300))
+    kind, reason = limiter(roomy)
+    assert kind == "batch cap" and "max_num_seqs 64" in reason
+    tight = simulate(prof, kv_budget(prof, "1GiB", None), FragConfig(num_requests=300))
+    assert limiter(tight)[0] == "memory"
 
 
 def test_recommend_prefers_larger_blocks_within_tolerance():
