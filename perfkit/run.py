@@ -135,6 +135,13 @@ def _with_stacks(run_one: LevelRunner, point: LoadPoint, repeat: int, plan: Swee
             cuda_kernel_profile(stacks.out_dir / f"level-{label}.kernels.folded") as kernels:
         level = run_one(point, repeat, events.request_done)
     info = from_json(StacksInfo, rec.to_dict() | {"kernels": kernels.to_dict()}, "stacks")
+    if level.tail is not None and rec.timed is not None:  # in-process: the slow steps' stacks
+        from perfkit.stacks.tail import write_tail_stacks
+
+        info = replace(info, tail=write_tail_stacks(rec.timed, level.tail.step_start_s,
+                                                    level.tail.step_end_s, stacks.out_dir,
+                                                    f"level-{label}"))
+        rec.tail = info.tail
     info = paths_relative_to(info, None if result_path is None else result_path.parent)
     events.level_done(replace(level, stacks=info), rec, kernels)
     return replace(level, stacks=info)

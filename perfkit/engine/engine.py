@@ -62,6 +62,11 @@ class EngineStats:
     guard: GuardCounts = field(default_factory=GuardCounts)
     guard_s: float = 0.0  # time in the guard's mask and check (timing, not a count)
     kv_timeline: list[KvSample] = field(default_factory=list)
+    # One entry per step that ran, in order (parallel lists: no object per step).
+    step_start_s: list[float] = field(default_factory=list)  # perf_counter at schedule()
+    step_end_s: list[float] = field(default_factory=list)  # perf_counter after the append
+    step_prefill_tokens: list[int] = field(default_factory=list)  # prompt tokens computed
+    step_prefill_seqs: list[int] = field(default_factory=list)  # sequences still prefilling
 
 
 class Engine:
@@ -145,6 +150,7 @@ class Engine:
 
     # -- one step ---------------------------------------------------------------------
     def step(self) -> list[TokenEvent]:
+        start_s = time.perf_counter()
         out = self.scheduler.schedule()
         for seq in out.admitted:
             if seq.first_scheduled_s is None:
@@ -162,7 +168,16 @@ class Engine:
         self.stats.batched_tokens += out.num_batched_tokens
         if self.record_timeline:
             self._record_kv()
+        self._record_step(start_s, out)
         return events
+
+    def _record_step(self, start_s: float, out: SchedulerOutput) -> None:
+        prefill = [s.num_new_tokens for s in out.scheduled if not s.samples or s.num_new_tokens > 1]
+        stats = self.stats
+        stats.step_start_s.append(start_s)
+        stats.step_end_s.append(time.perf_counter())
+        stats.step_prefill_tokens.append(sum(prefill))
+        stats.step_prefill_seqs.append(len(prefill))
 
     def _append(self, sampling: list[Sequence], tokens: list[int]) -> list[TokenEvent]:
         now = time.perf_counter()

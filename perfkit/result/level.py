@@ -30,6 +30,7 @@ from perfkit.measure.system import SystemStats
 from perfkit.result.point import LoadPoint
 from perfkit.result.remote import ClientOverhead, ErrorCounts, ServerMetrics, StreamStats
 from perfkit.result.stacks import StacksInfo
+from perfkit.result.tail import TailSection
 
 __all__ = ["ErrorCounts", "LoadPoint"]
 
@@ -209,6 +210,7 @@ class LevelResult:
     client: ClientOverhead | None = None  # remote only
     stream: StreamStats | None = None  # remote only: how the server's chunks arrived
     stacks: StacksInfo | None = None  # with --stacks
+    tail: TailSection | None = None  # in-process: where the p99 requests' time went
     requests: list[RequestSample] = field(default_factory=list)
 
     @property

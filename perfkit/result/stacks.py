@@ -29,6 +29,32 @@ class KernelsInfo:
     folded_path: str | None = None  # self device time (us) by Python stack + op
 
 
+@dataclass(frozen=True)
+class FrameGrowth:
+    frame: str  # "name (file)": a function, all its lines together
+    tail_share: float  # of the tail steps' samples with it on the stack, 0..1
+    median_share: float  # the same in the median steps
+
+    @property
+    def growth(self) -> float:
+        return self.tail_share - self.median_share
+
+
+@dataclass(frozen=True)
+class TailStacksInfo:
+    """Stacks of the level's slowest steps (> p99 step time) against its median steps."""
+
+    tail_folded_path: str | None  # level-X.tail.folded
+    median_folded_path: str | None  # level-X.median.folded
+    diff_svg_path: str | None  # level-X.tail-diff.svg: widths from the tail, red grows
+    num_tail_steps: int
+    num_median_steps: int
+    num_tail_samples: int
+    num_median_samples: int
+    step_p99_s: float
+    growing: list[FrameGrowth] = field(default_factory=list)  # largest growth first
+
+
 @dataclass(frozen=True, kw_only=True)
 class StacksInfo:
     sampler_used: str  # "py-spy" or "thread" (the in-process fallback)
@@ -42,6 +68,7 @@ class StacksInfo:
     native: bool
     warning: str = ""
     kernels: KernelsInfo | None = None  # CUDA only
+    tail: TailStacksInfo | None = None  # in-process levels (timed thread samples)
 
 
 def _recorded(path: str | None, folder: Path | None) -> str | None:
@@ -57,7 +84,12 @@ def paths_relative_to(info: StacksInfo, folder: Path | None) -> StacksInfo:
     kernels = info.kernels
     if kernels is not None:
         kernels = replace(kernels, folded_path=_recorded(kernels.folded_path, folder))
-    return replace(info, folded_path=_recorded(info.folded_path, folder),
+    tail = info.tail
+    if tail is not None:
+        tail = replace(tail, tail_folded_path=_recorded(tail.tail_folded_path, folder),
+                       median_folded_path=_recorded(tail.median_folded_path, folder),
+                       diff_svg_path=_recorded(tail.diff_svg_path, folder))
+    return replace(info, tail=tail, folded_path=_recorded(info.folded_path, folder),
                    speedscope_path=_recorded(info.speedscope_path, folder),
                    svg_path=_recorded(info.svg_path, folder), kernels=kernels)
 

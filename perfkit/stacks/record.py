@@ -23,11 +23,12 @@ from typing import Any
 
 from perfkit.errors import PerfkitError
 from perfkit.measure.envinfo import ptrace_scope, pyspy_path
+from perfkit.result.stacks import TailStacksInfo
 from perfkit.stacks.folded import Folded, read_folded, write_folded
 from perfkit.stacks.pyspy import ENABLE_HINT, PySpyProcess, probe_parent_attach, record_args
 from perfkit.stacks.speedscope import write_speedscope
 from perfkit.stacks.svg import write_svg
-from perfkit.stacks.thread_sampler import ThreadSampler
+from perfkit.stacks.timed_sampler import TimedSampler
 
 SAMPLERS = ("auto", "py-spy", "thread")
 THREAD_LIMITS = "Python frames of this process only, threads that use no CPU left out"
@@ -52,6 +53,9 @@ class StackRecording:
     native: bool  # native (C/C++) frames included (py-spy --native only)
     warning: str = ""  # for stderr: fallback used, py-spy trouble; "" when none
     stacks: Folded = field(default_factory=dict, repr=False)  # in memory, not in JSON
+    # Timed samples for the tail stacks (stacks/tail.py); in memory, not in JSON.
+    timed: TimedSampler | None = field(default=None, repr=False)
+    tail: TailStacksInfo | None = None  # set by run._with_stacks; not in JSON (StacksInfo is)
 
     @classmethod
     def pending(cls, rate_hz: float, native: bool) -> StackRecording:
@@ -63,7 +67,8 @@ class StackRecording:
 
     def to_dict(self) -> dict[str, Any]:
         """For the result JSON: paths as strings, no stacks (the folded file has them)."""
-        out = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "stacks"}
+        out = {f.name: getattr(self, f.name) for f in fields(self)
+               if f.name not in ("stacks", "timed", "tail")}
         for key in ("folded_path", "speedscope_path", "svg_path"):
             out[key] = None if out[key] is None else str(out[key])
         return out
@@ -105,7 +110,7 @@ class StackRecorder:
         self.rate_hz, self.native, self.sampler = rate_hz, native, sampler
         self._raw = self.out_dir / f".{name}.pyspy.raw"  # py-spy's own output
         self._spy: PySpyProcess | None = None
-        self._thread: ThreadSampler | None = None
+        self._thread: TimedSampler | None = None  # the whole level's, or the tail's only
         self._reason = ""  # why the thread sampler runs instead of py-spy
         self._t0_s = 0.0
 
@@ -118,9 +123,8 @@ class StackRecorder:
         why = self._start_pyspy()
         if why and self.sampler == "py-spy":
             raise StacksError(f"py-spy cannot record this process: {why}; {ENABLE_HINT}")
-        if why:
-            self._reason = why
-            self._start_thread()
+        self._reason = why
+        self._start_thread()  # beside py-spy: timed samples for the tail stacks
 
     def _start_pyspy(self) -> str:
         exe = pyspy_path()
@@ -135,23 +139,24 @@ class StackRecorder:
         return ""
 
     def _start_thread(self) -> None:
-        self._thread = ThreadSampler(self.rate_hz)
+        self._thread = TimedSampler(self.rate_hz)
         self._thread.start()
 
     def stop(self) -> StackRecording:
         duration_s = time.monotonic() - self._t0_s
         info: dict[str, Any] = {"duration_s": duration_s, "rate_hz": self.rate_hz}
+        assert self._thread is not None, "stop() without start()"
+        timed_stacks = self._thread.stop()
         if self._spy is not None:
             stacks, warning = self._stop_pyspy(self._spy)
             info |= {"sampler_used": "py-spy", "reason": "", "native": self.native,
                      "warning": warning}
         else:
-            assert self._thread is not None, "stop() without start()"
-            stacks = self._thread.stop()
+            stacks = timed_stacks
             warning = fallback_warning(self._reason, self.native) if self._reason else ""
             info |= {"sampler_used": "thread", "reason": self._reason or "thread sampler chosen",
                      "native": False, "warning": warning}
-        return finish(stacks, self.out_dir, self.name, **info)
+        return finish(stacks, self.out_dir, self.name, timed=self._thread, **info)
 
     def _stop_pyspy(self, spy: PySpyProcess) -> tuple[Folded, str]:
         why = spy.stop()

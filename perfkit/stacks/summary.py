@@ -72,8 +72,24 @@ def summary_renderable(recording: Any, top: int = 8) -> Group:
     parts: list[Any] = [headline(recording)]
     for table in stacks_tables(recording.stacks, top):
         parts += [Text(""), table]
+    tail = getattr(recording, "tail", None)
+    if tail is not None:
+        parts += [Text(""), tail_lines(tail)]
     parts += [Text(""), files_line(recording)]
     return Group(*parts)
+
+
+def tail_lines(tail: Any, top: int = 3) -> Text:
+    """A TailStacksInfo -> the frames that grow most from the median steps to the tail."""
+    head = (f"tail stacks: {tail.num_tail_steps} steps > p99 ({tail.step_p99_s * 1e3:.2f} ms), "
+            f"{tail.num_tail_samples} samples, vs {tail.num_median_samples} in "
+            f"{tail.num_median_steps} median steps")
+    if not tail.growing:
+        return Text(head + "; no frame grows in the tail")
+    rows = [f"  {g.tail_share:6.1%} tail vs {g.median_share:6.1%} median  {g.frame}"
+            for g in tail.growing[:top]]
+    return Text("\n".join([head + "; growing in the tail:", *rows,
+                           f"  diff: {tail.diff_svg_path}"]))
 
 
 def kernels_renderable(profile: Any) -> Table | Text:

@@ -31,6 +31,7 @@ COMPONENT_COLORS = {
     "block pool": "rgb(80,180,120)",
     "attention": "rgb(170,110,210)",
     "model": "rgb(235,150,60)",
+    "guard": "rgb(200,120,150)",
     "samplers": "rgb(160,160,160)",
     "other": "rgb(220,200,80)",  # perfkit code outside the components above
 }

@@ -29,6 +29,7 @@ from perfkit.summary.config_rules import (
 )
 from perfkit.summary.evidence import Contention, contended, contention, enough_for_timing
 from perfkit.summary.prefix_rules import prefix_caching
+from perfkit.summary.tail_rules import tail_cause
 from perfkit.summary.timing_rules import (
     cpu_oversubscribed,
     gc_pauses,
@@ -168,7 +169,7 @@ def machine_contended(levels: list[Level], withheld: dict[str, list[str]]) -> li
 
 RULES: list[Rule] = [
     kv_pressure, batch_cap, token_budget, prefix_caching, internal_fragmentation,
-    guard_off, nvml_near_limit,
+    guard_off, nvml_near_limit, tail_cause,
 ]
 # Judged only on uncontended levels with enough data.
 TIMING_RULES: list[Rule] = [

@@ -14,6 +14,8 @@ from perfkit.engine.engine import Engine
 from perfkit.measure.samplers import LevelSamplers
 from perfkit.records import RequestRecord
 from perfkit.result.level import LevelResult, LoadPoint
+from perfkit.stacks.probe import TailProbe
+from perfkit.summary.tail_breakdown import tail_section
 from perfkit.sweep.level import LevelRun, level_result
 from perfkit.sweep.load import (
     EngineServe,
@@ -79,15 +81,22 @@ def run_level(engine: Engine, profile: Profile, plan: SweepPlan, level: LoadPoin
     specs = level_specs(profile, plan, level)
     samplers = LevelSamplers(profile.sweep.nvml_hz, enabled=plan.samplers)
     samplers.start()
+    probe = TailProbe()  # GC pauses, run-queue wait, faults with times: the tail breakdown
+    probe.start()
 
     def on_warm() -> None:  # measure the measured phase only
         engine.reset_stats()
         samplers.stop()
         samplers.start()
+        probe.stop()
+        probe.start()
 
     t0 = time.perf_counter()
     records = asyncio.run(_drive(engine, specs, level, plan, t0, on_record, on_warm))
     measurements = samplers.stop()
-    run = LevelRun(level, repeat, records, engine.stats, engine.pool.counters,
+    stats = engine.stats
+    tail = tail_section(records, stats.step_start_s, stats.step_end_s, stats.step_prefill_seqs,
+                        probe.stop(), t0)
+    run = LevelRun(level, repeat, records, stats, engine.pool.counters,
                    engine.pool.num_blocks, engine.block_size, measurements)
-    return level_result(run, profile.slo)
+    return replace(level_result(run, profile.slo), tail=tail)

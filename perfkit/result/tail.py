@@ -1,0 +1,60 @@
+"""Where the slowest requests' time went (in-process levels): the tail breakdown.
+
+For the requests at or above the level's p99 TTFT (their window: arrival -> first token)
+and p99 TPOT (first token -> finish), and for the median requests of each, every cause
+as a mean per request: a count and the seconds it took of the window. Causes overlap
+(a GC pause can fall in a step that carries a prefill chunk): each is measured on its own.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+CAUSES = ("queue", "own_prefill", "prefill_interference", "preemption", "gc",
+          "run_queue", "page_faults")
+
+
+@dataclass(frozen=True)
+class TailCause:
+    cause: str  # one of CAUSES
+    count: float  # mean per request: steps, pauses, preemptions or faults (see cause)
+    seconds: float | None  # mean per request; None where a cause has no time (faults)
+
+
+@dataclass(frozen=True)
+class TailGroup:
+    metric: str  # "ttft" or "tpot"
+    which: str  # "tail" (>= p99) or "median" (p40..p60)
+    threshold_s: float  # the metric's p99 (tail) or p50 (median)
+    num_requests: int
+    window_s: float  # mean window per request (TTFT: arrival->first; TPOT: first->finish)
+    causes: list[TailCause] = field(default_factory=list)  # in CAUSES order
+
+    def cause(self, name: str) -> TailCause:
+        return next(c for c in self.causes if c.cause == name)
+
+
+@dataclass(frozen=True)
+class StepTail:
+    num_steps: int
+    p50_s: float  # step duration percentiles
+    p99_s: float
+    num_tail_steps: int  # steps slower than p99 (at least the slowest one)
+    tail_prefill_share: float  # of tail steps, those carrying prefill chunks, 0..1
+    median_prefill_share: float  # the same for the median steps (p45..p55)
+    tail_gc_share: float  # of tail steps, those overlapping a GC pause
+    median_gc_share: float
+
+
+@dataclass(frozen=True, kw_only=True)
+class TailSection:
+    steps: StepTail | None  # None: no step ran
+    groups: list[TailGroup] = field(default_factory=list)
+    counters_reason: str = ""  # run queue and faults unavailable: why; "" when measured
+    # The step timeline on the level's clock, for cutting the tail stacks; not in JSON.
+    step_start_s: list[float] = field(default_factory=list, metadata={"json": False})
+    step_end_s: list[float] = field(default_factory=list, metadata={"json": False})
+    t0_s: float = field(default=0.0, metadata={"json": False})  # perf_counter of 0
+
+    def group(self, metric: str, which: str) -> TailGroup | None:
+        return next((g for g in self.groups if g.metric == metric and g.which == which), None)

@@ -1,0 +1,121 @@
+"""What the process waited on during a level, with times: for the tail breakdown.
+
+    probe = TailProbe(); probe.start() ... probe.stop() -> ProbeData
+
+Two sources, both on perf_counter (the engine's step clock):
+- GC pauses as (start, end) intervals from `gc.callbacks` in the collecting thread
+  (the level's GcStats has totals only; the tail needs when each pause happened).
+- Cumulative counters ticked by a daemon thread at `rate_hz`: the engine thread's
+  run-queue wait (`/proc/thread-self/schedstat` of the thread that started the probe,
+  the one that steps the engine) and the process's minor+major page faults
+  (`/proc/self/stat`). A request's share is the counter's rise between the ticks
+  around its lifetime, so a value is good to one tick (1 / rate_hz).
+Where /proc is missing, `counters_reason` says so and those lists stay empty.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+MAX_PAUSES = 200_000  # gen-0 collections under heavy allocation: bounded memory
+
+
+@dataclass
+class ProbeData:
+    gc_start_s: list[float] = field(default_factory=list)  # each pause's start
+    gc_end_s: list[float] = field(default_factory=list)  # and end (wall clock)
+    gc_generation: list[int] = field(default_factory=list)
+    tick_s: list[float] = field(default_factory=list)  # counter ticks, in order
+    run_delay_s: list[float] = field(default_factory=list)  # cumulative, engine thread
+    faults: list[int] = field(default_factory=list)  # cumulative, whole process
+    counters_reason: str = ""  # why the tick lists are empty; "" when they are not
+
+
+def _schedstat_path() -> str:
+    return f"/proc/self/task/{threading.get_native_id()}/schedstat"
+
+
+def read_run_delay_s(path: str) -> float | None:
+    """Second field of schedstat: nanoseconds spent runnable, waiting for a CPU."""
+    try:
+        with open(path, encoding="ascii") as f:
+            return int(f.read().split()[1]) / 1e9
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def read_faults(path: str = "/proc/self/stat") -> int | None:
+    """minflt + majflt of the process (fields 10 and 12 of /proc/self/stat)."""
+    try:
+        with open(path, encoding="ascii") as f:
+            rest = f.read().rsplit(")", 1)[1].split()
+        return int(rest[7]) + int(rest[9])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+class TailProbe:
+    def __init__(self, rate_hz: float = 100.0) -> None:
+        if rate_hz <= 0:
+            raise ValueError(f"rate_hz must be > 0, got {rate_hz}")
+        self.interval_s = 1.0 / rate_hz
+        self.data = ProbeData()
+        self._pending: float | None = None
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._sched = ""
+
+    def start(self) -> None:
+        self.data = ProbeData()
+        self._sched = _schedstat_path()  # the caller's thread: the one that steps the engine
+        if read_run_delay_s(self._sched) is None or read_faults() is None:
+            self.data.counters_reason = "no /proc schedstat or stat on this machine"
+        else:
+            self._stop.clear()
+            self._thread = threading.Thread(target=self._run, name="perfkit-tail-probe",
+                                            daemon=True)
+            self._thread.start()
+        gc.callbacks.append(self._on_gc)
+
+    def stop(self) -> ProbeData:
+        with contextlib.suppress(ValueError):
+            gc.callbacks.remove(self._on_gc)
+        if self._thread is not None:
+            self._stop.set()
+            self._thread.join()
+            self._thread = None
+            self._tick()
+        return self.data
+
+    def _run(self) -> None:
+        while True:
+            self._tick()
+            if self._stop.wait(self.interval_s):
+                return
+
+    def _tick(self) -> None:
+        delay, faults = read_run_delay_s(self._sched), read_faults()
+        if delay is None or faults is None:
+            return
+        d = self.data
+        d.tick_s.append(time.perf_counter())
+        d.run_delay_s.append(delay)
+        d.faults.append(faults)
+
+    def _on_gc(self, phase: str, info: dict[str, Any]) -> None:
+        now = time.perf_counter()
+        if phase == "start":
+            self._pending = now
+            return
+        start, self._pending = self._pending, None
+        d = self.data
+        if start is None or len(d.gc_start_s) >= MAX_PAUSES:
+            return
+        d.gc_start_s.append(start)
+        d.gc_end_s.append(now)
+        d.gc_generation.append(int(info.get("generation", 0)))

@@ -1,0 +1,126 @@
+"""Why is p99 high: the cause that explains most of the tail requests' extra time.
+
+For TTFT and TPOT, at each in-process level with a tail breakdown (result/tail.py):
+the tail requests' mean window exceeds the median requests' by `extra`; each timed
+cause explains `tail seconds - median seconds` of it. A cause dominates when it explains
+at least DOMINANT_SHARE of the extra time and fills at least MIN_WINDOW_SHARE of the
+tail's window. One finding per metric: the first level where a cause dominates, with the
+evidence; where none does, one info finding with the measured shares (largest level).
+"""
+
+from __future__ import annotations
+
+from perfkit.config.schema import Profile
+from perfkit.result.level import LevelResult
+from perfkit.result.sweep import Finding
+from perfkit.result.tail import TailGroup, TailSection
+
+DOMINANT_SHARE = 0.6  # of the tail's extra time over the median requests
+MIN_WINDOW_SHARE = 0.2  # of the tail requests' window
+MIN_REQUESTS = 50  # measured requests in the level: fewer and "p99" is one or two requests
+MIN_EXTRA_S = 0.0005  # below this the tail is not slower than the median in any sense
+TIMED = ("queue", "own_prefill", "prefill_interference", "gc", "run_queue")
+
+FIXES = {
+    "queue": "The tail waited in the queue: the level is past what the engine serves; lower "
+             "the load or raise engine.max_num_seqs (and the KV pool) to admit more.",
+    "own_prefill": "The tail requests' own prefill is long: long prompts; enable prefix "
+                   "caching for shared prefixes or raise engine.max_num_batched_tokens.",
+    "prefill_interference": "Decode steps carry other requests' prefill chunks: tune "
+                            "engine.max_num_batched_tokens (smaller chunks delay each decode "
+                            "step less; a tiny budget spreads every prefill over many steps) "
+                            "or lower engine.max_num_seqs.",
+    "gc": "Python's garbage collector paused the process during the tail requests: cut "
+          "per-step allocations (see the tail diff flame graph for the allocating frames), "
+          "gc.freeze() long-lived objects, or raise gc.set_threshold.",
+    "run_queue": "The engine thread waited for a CPU: the machine is oversubscribed; stop "
+                 "other load or pin perfkit to its own cores.",
+}
+
+
+def explained(tail: TailGroup, median: TailGroup) -> dict[str, float]:
+    """Cause -> share of the tail's extra window time it explains (can be < 0 or > 1)."""
+    extra = tail.window_s - median.window_s
+    out = {}
+    for name in TIMED:
+        t, m = tail.cause(name).seconds, median.cause(name).seconds
+        if t is not None and m is not None and extra > MIN_EXTRA_S:
+            out[name] = (t - m) / extra
+    return out
+
+
+def dominant(tail: TailGroup, median: TailGroup) -> str | None:
+    shares = explained(tail, median)
+    if not shares:
+        return None
+    name = max(shares, key=lambda c: shares[c])
+    secs = tail.cause(name).seconds or 0.0
+    ok = shares[name] >= DOMINANT_SHARE and secs >= MIN_WINDOW_SHARE * tail.window_s
+    return name if ok else None
+
+
+def _evidence(lv: LevelResult, tail: TailGroup, median: TailGroup, tail_section: TailSection
+              ) -> dict[str, object]:
+    ev: dict[str, object] = {
+        "level": lv.point.label, "metric": tail.metric, "p99_s": tail.threshold_s,
+        "num_tail_requests": tail.num_requests,
+        "tail_window_s": tail.window_s, "median_window_s": median.window_s,
+        "explained_share": {k: round(v, 3) for k, v in explained(tail, median).items()},
+        "tail": {c.cause: {"count": c.count, "seconds": c.seconds} for c in tail.causes},
+        "median": {c.cause: {"count": c.count, "seconds": c.seconds} for c in median.causes},
+    }
+    steps = tail_section.steps
+    if steps is not None:
+        ev |= {"tail_steps_with_prefill": steps.tail_prefill_share,
+               "median_steps_with_prefill": steps.median_prefill_share,
+               "tail_steps_with_gc": steps.tail_gc_share,
+               "median_steps_with_gc": steps.median_gc_share}
+    return ev
+
+
+def _message(metric: str, cause: str, lv: LevelResult, tail: TailGroup, median: TailGroup
+             ) -> str:
+    c = tail.cause(cause)
+    share = explained(tail, median)[cause]
+    what = {"prefill_interference": f"{c.count:.1f} steps shared with other requests' "
+                                    "prefill chunks",
+            "gc": f"{c.count:.1f} GC pauses", "queue": "queue wait",
+            "own_prefill": "their own prefill", "run_queue": "waiting for a CPU"}[cause]
+    return (f"p99 {metric.upper()} at {lv.point.label} is mostly {cause.replace('_', ' ')}: "
+            f"the {tail.num_requests} tail requests spent {(c.seconds or 0) * 1e3:.1f} ms of "
+            f"their {tail.window_s * 1e3:.1f} ms in {what} (median requests "
+            f"{(median.cause(cause).seconds or 0) * 1e3:.1f} ms of {median.window_s * 1e3:.1f}"
+            f" ms); it explains {share:.0%} of the tail's extra time.")
+
+
+def tail_cause(levels: list[LevelResult], profile: Profile) -> list[Finding]:
+    found: list[Finding] = []
+    for metric in ("ttft", "tpot"):
+        last: tuple[LevelResult, TailGroup, TailGroup, TailSection] | None = None
+        for lv in levels:
+            sec = lv.tail
+            tail, median = (sec.group(metric, "tail"), sec.group(metric, "median")) \
+                if sec else (None, None)
+            measured = sum(1 for r in lv.requests if not r.warmup)
+            if sec is None or tail is None or median is None or measured < MIN_REQUESTS:
+                continue
+            last = (lv, tail, median, sec)
+            cause = dominant(tail, median)
+            if cause is not None:
+                found.append(Finding(f"p99_{metric}_{cause}", "warning",
+                                     _message(metric, cause, lv, tail, median),
+                                     _evidence(lv, tail, median, sec), FIXES[cause]))
+                break
+        else:
+            if last is not None:
+                lv, tail, median, sec = last
+                shares = ", ".join(f"{k.replace('_', ' ')} {v:.0%}"
+                                   for k, v in explained(tail, median).items())
+                found.append(Finding(
+                    f"p99_{metric}_mixed", "info",
+                    f"p99 {metric.upper()} at {lv.point.label} has no single dominant cause; "
+                    f"shares of the tail's extra time: {shares or 'tail no slower than median'}.",
+                    _evidence(lv, tail, median, sec),
+                    "Look at the tail diff flame graph (level-X.tail-diff.svg) for what the "
+                    "slowest steps do differently."))
+    return found

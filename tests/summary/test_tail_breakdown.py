@@ -1,0 +1,47 @@
+from perfkit.records import RequestRecord
+from perfkit.stacks.probe import ProbeData
+from perfkit.summary.tail_breakdown import quantile, tail_section
+from perfkit.summary.tail_rules import tail_cause
+
+
+def _rec(i: int, first: float, finish: float) -> RequestRecord:
+    return RequestRecord(i, arrival_s=0.0, prompt_tokens=4, output_tokens=11,
+                         first_token_s=first, finish_s=finish, scheduled_s=0.0)
+
+
+def _section(prefill_every: int, gc: list[tuple[float, float]]):
+    """100 steps of 10 ms from t=0; 100 requests, request 99 decodes over steps 50..99."""
+    starts = [i * 0.01 for i in range(100)]
+    ends = [s + 0.009 for s in starts]
+    prefill = [1 if i % prefill_every == 0 else 0 for i in range(100)]
+    recs = [_rec(i, 0.01, 0.11 + i * 0.0001) for i in range(99)] + [_rec(99, 0.5, 1.0)]
+    probe = ProbeData(gc_start_s=[a for a, _ in gc], gc_end_s=[b for _, b in gc])
+    return tail_section(recs, starts, ends, prefill, probe, 0.0)
+
+
+def test_quantile_nearest_rank() -> None:
+    assert quantile([3.0, 1.0, 2.0], 0.5) == 2.0 and quantile([1.0, 2.0], 0.99) == 2.0
+
+
+def test_tail_request_counts_interference_steps() -> None:
+    sec = _section(prefill_every=2, gc=[])
+    tail, median = sec.group("tpot", "tail"), sec.group("tpot", "median")
+    assert tail is not None and median is not None
+    assert tail.num_requests == 2  # nearest rank: p99 of 100 is the 99th value
+    assert tail.cause("prefill_interference").count == (25 + 5) / 2  # steps 50..99, 1..10
+    assert median.cause("prefill_interference").count == 5
+
+
+def test_gc_in_the_tail_is_named() -> None:
+    sec = _section(prefill_every=1000, gc=[(0.5 + k * 0.05, 0.54 + k * 0.05) for k in range(10)])
+    tail = sec.group("tpot", "tail")
+    assert tail is not None and tail.cause("gc").count == 10 / 2
+    from perfkit.result.level import LevelResult  # noqa: F401  (the field exists)
+
+    class Lv:
+        tail = sec
+        requests = [type("R", (), {"warmup": False})()] * 100
+        point = type("P", (), {"label": "c=1"})()
+
+    ids = [f.id for f in tail_cause([Lv()], None)]  # type: ignore[list-item, arg-type]
+    assert "p99_tpot_gc" in ids
