@@ -124,6 +124,14 @@ def _header(prof: Profile, plan: SweepPlan, where: dict[str, Any],
         target=target)
 
 
+def level_runner(prof: Profile, plan: SweepPlan, target: TargetOptions | None
+                 ) -> tuple[LevelRunner, SweepResult]:
+    """What runs one level (the in-process engine, or the target), and the result's header."""
+    run_one, where, info = (_in_process(prof, plan) if target is None
+                            else _remote(prof, plan, target))
+    return run_one, _header(prof, plan, where, info)
+
+
 def _with_stacks(run_one: LevelRunner, point: LoadPoint, repeat: int, plan: SweepPlan,
                  stacks: StackOptions, events: SweepEvents,
                  result_path: Path | None) -> LevelResult:
@@ -172,9 +180,8 @@ def run_sweep(prof: Profile, path: Path | None = None, *, samplers: bool = True,
     is rewritten after every level. KeyboardInterrupt ends the sweep after writing what
     was measured (complete=False)."""
     plan = plan_from_profile(prof, samplers)
-    run_one, where, info = (_in_process(prof, plan) if target is None
-                            else _remote(prof, plan, target))
-    writer = ResultWriter(path, _header(prof, plan, where, info))
+    run_one, header = level_runner(prof, plan, target)
+    writer = ResultWriter(path, header)
     try:
         complete = _levels(run_one, plan, writer, stacks, events or QuietEvents(), stop)
     except KeyboardInterrupt:

@@ -138,6 +138,13 @@ def sweep(
         help="Warm-up requests per level, excluded from every metric.")] = None,
     device: Annotated[str | None, typer.Option(help="auto, cpu or cuda.")] = None,
     seed: Annotated[int | None, typer.Option(help="Workload seed.")] = None,
+    search: Annotated[bool, typer.Option(
+        "--search", help="Find the highest concurrency (or rate, with --rate) whose goodput "
+        "meets the profile's SLOs (slo.*, slo.goodput_share), from the first level up.")
+    ] = False,
+    search_max: Annotated[float | None, typer.Option(
+        help="With --search: the highest load to try (default 4096 clients or 1e5 req/s).")
+    ] = None,
     dataset: Annotated[Path | None, typer.Option(
         help="Requests from a file instead of the generator: ShareGPT .json, JSONL of "
         "prompts, a Mooncake trace (.jsonl) or a BurstGPT .csv (workload.dataset.path).")
@@ -215,9 +222,19 @@ def sweep(
     stop.install()
     from perfkit.cli.sweep_progress import ProgressEvents
 
+    if search and (stacks or not samplers):
+        raise PerfkitError("--search runs its own levels: without --stacks or --no-samplers")
+    if search_max is not None and not 0 < search_max <= 1e6:
+        raise PerfkitError(f"--search-max: expected 0 < LOAD <= 1e6, got {search_max:g}")
     with ProgressEvents(quiet=fmt != "table") as events:
-        result = run_sweep(prof, path, samplers=samplers, stacks=stack_opts, target=remote,
-                           events=events, stop=stop.__bool__)
+        if search:
+            from perfkit.search import run_search
+
+            result = run_search(prof, path, cap=search_max, target=remote, events=events,
+                                stop=stop.__bool__)
+        else:
+            result = run_sweep(prof, path, samplers=samplers, stacks=stack_opts,
+                               target=remote, events=events, stop=stop.__bool__)
     _export(result, fmt, out)
     if report and path is not None and result.levels:
         from perfkit.report.html import write_report

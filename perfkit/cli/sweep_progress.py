@@ -36,7 +36,8 @@ class ProgressEvents:
     def level_started(self, index: int, total: int, point: LoadPoint, repeat: int,
                       plan: SweepPlan) -> None:
         rep = f" (repeat {repeat + 1}/{plan.repeats})" if plan.repeats > 1 else ""
-        self._task = self.bar.add_task(f"[{index + 1}/{total}] {point.label}{rep}",
+        count = f"{index + 1}/{total}" if total else f"search {index + 1}"
+        self._task = self.bar.add_task(f"[{count}] {point.label}{rep}",
                                        total=plan.num_requests + plan.num_warmup, est="")
         self._start, self._tokens = time.perf_counter(), 0
 

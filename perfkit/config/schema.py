@@ -238,10 +238,14 @@ class SloConfig:
     ttft_s: float | None = 1.0
     tpot_s: float | None = 0.2
     e2e_s: float | None = None
+    # sweep --search: a load meets the SLOs when at least this share of its requests does
+    goodput_share: float = 0.9
 
     def check(self) -> None:
         for name in ("ttft_s", "tpot_s", "e2e_s"):
             _positive(name, getattr(self, name))
+        if not 0 < self.goodput_share <= 1:
+            raise FieldError("goodput_share", f"must be in (0, 1], got {self.goodput_share}")
 
 
 @dataclass

@@ -71,8 +71,8 @@ def _slice(records: tuple[DatasetRecord, ...], index: int, levels: int, want: in
 def dataset_level_specs(profile: Profile, levels: list[LoadPoint], level: LoadPoint,
                         want: int, need: int) -> list[RequestSpec]:
     ds, wl = profile.workload.dataset, profile.workload
-    records = _slice(records_of(profile), levels.index(level), len(levels), want, need,
-                     ds.path)
+    index = levels.index(level) if level in levels else 0  # a searched level: the first
+    records = _slice(records_of(profile), index, len(levels), want, need, ds.path)
     tokenizer = load_tokenizer(ds.tokenizer) if ds.tokenizer else None
     builder = SpecBuilder(Path(ds.path), profile.model.vocab_size, wl.output_len, wl.seed,
                           tokenizer)

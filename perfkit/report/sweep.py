@@ -176,6 +176,8 @@ def rich_summary(result: SweepResult) -> RenderableType:
     parts += [_table(result, title, cols) for title, cols in tables_of(result)]
     if result.knee is not None:
         parts.append(Text(f"Knee: {result.knee.sentence}"))
+    if result.search is not None:
+        parts.append(Text(f"Search: {result.search.sentence}"))
     for f in result.findings:
         style = "yellow" if f.severity == "warning" else "cyan"
         parts.append(Text.assemble((f"[{f.severity}] {f.id}: ", style), f.message,
@@ -195,6 +197,8 @@ def markdown(result: SweepResult) -> str:
         out += ["| " + " | ".join(r) + " |" for r in body]
     if result.knee is not None:
         out += ["", f"**Knee:** {result.knee.sentence}"]
+    if result.search is not None:
+        out += ["", f"**Search:** {result.search.sentence}"]
     for f in result.findings:
         out += [f"- **{f.severity}** `{f.id}`: {f.message} _Fix:_ {f.fix}"]
     return "\n".join(out) + "\n"

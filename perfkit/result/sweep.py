@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from perfkit.result.level import LevelResult
+from perfkit.result.search import SearchResult
 
 SCHEMA = "perfkit.sweep/2"
 SCHEMA_V1 = "perfkit.sweep/1"  # still read: upgraded on load (perfkit.result.upgrade)
@@ -69,6 +70,7 @@ class SweepResult:
     knee: Knee | None = None
     findings: list[Finding] = field(default_factory=list)
     complete: bool = False  # False until the last level is written
+    search: SearchResult | None = None  # sweep --search: the highest load meeting the SLOs
 
     @property
     def device_class(self) -> str:
