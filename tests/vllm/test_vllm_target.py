@@ -1,9 +1,10 @@
 """`perfkit sweep --target` against a real vLLM (CPU build, tiny model, 24 blocks of 32).
 
-One saturating sweep (concurrency 1 and 8, no warm-up, so the server's own counters over
-the whole sweep are the sum of the levels'): preemptions exactly the server's, a KV peak
-above 0.9 at saturation, a timeline of real samples, and no prefix hits at any level
-(every level draws fresh prompts; the server's prefix cache is on, vLLM's default).
+One saturating sweep (concurrency 1 and 16, prompts of one block, no warm-up, so the
+server's own counters over the whole sweep are the sum of the levels'): preemptions
+exactly the server's, a KV peak above 0.9 at saturation, a timeline of real samples, and
+no prefix hits at any level (every level draws fresh prompts; the server's prefix cache is
+on, vLLM's default).
 """
 
 from __future__ import annotations
@@ -18,6 +19,12 @@ from vllm_server import MODEL_NAME, VllmServer
 
 from perfkit.remote.scrape import parse_metrics
 
+# One-block prompts: vLLM admits a waiting request only when its whole prompt fits, so
+# with short prompts at most a block stays free while requests wait and the pool reads
+# full (>= 22 of 23 blocks) for most of the level, not only at the instants of preemption.
+# Outputs of three blocks: at concurrency 16 the running requests want 64 blocks of 23.
+SHORT_PROMPTS = ("--set", "workload.prompt_len.kind=fixed", "--set", "workload.prompt_len.mean=32",
+                 "--set", "workload.output_len.kind=fixed", "--set", "workload.output_len.mean=96")
 COUNTERS = ("vllm:num_preemptions", "vllm:prefix_cache_hits", "vllm:prefix_cache_queries")
 
 
@@ -33,8 +40,8 @@ def sweep(vllm: VllmServer, tmp_path_factory: pytest.TempPathFactory) -> dict:
     before = counters(vllm)
     cmd = [sys.executable, "-m", "perfkit", "sweep", "--target", f"{vllm.base}/v1",
            "--model", MODEL_NAME, "--scrape-metrics", f"{vllm.base}/metrics",
-           "--concurrency", "1,8", "--requests", "24", "--warmup", "0", "--no-samplers",
-           "--json", str(out), "--timeout", "120"]
+           "--concurrency", "1,16", "--requests", "24", "--warmup", "0", "--no-samplers",
+           "--json", str(out), "--timeout", "120", *SHORT_PROMPTS]
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, done.stderr[-3000:]
     doc = json.loads(out.read_text())
@@ -42,6 +49,13 @@ def sweep(vllm: VllmServer, tmp_path_factory: pytest.TempPathFactory) -> dict:
     doc["_server_delta"] = {k: round(after[k] - before[k]) for k in COUNTERS}
     doc["_stdout"] = done.stdout
     print(done.stdout)  # the closing note's figures (pytest -s)
+    for lv in doc["levels"]:
+        srv = lv["server"]
+        full = sum(1 for u in srv["timeline"]["kv_usage"] if u is not None and u > 0.9)
+        print(f"c={lv['concurrency']}: scraped KV peak {srv['kv_usage_peak']:.2f}, mean "
+              f"{srv['kv_usage_mean']:.2f} ({full}/{srv['num_scrapes']} scrapes > 0.9), "
+              f"preemptions {srv['preemptions']}, peak running {srv['peak_running']}, "
+              f"peak waiting {srv['peak_waiting']}")
     print("server counters over the sweep:", doc["_server_delta"])
     return doc
 
