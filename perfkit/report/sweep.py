@@ -162,8 +162,9 @@ def rows(result: SweepResult, columns: Columns) -> tuple[list[str], list[list[st
 
 def _table(result: SweepResult, title: str, columns: Columns) -> Table:
     headers, body = rows(result, columns)
+    # collapsed padding: two spaces between columns, so the widest table fits 80 columns
     table = Table(title=title, title_justify="left", title_style="bold", box=box.SIMPLE_HEAD,
-                  pad_edge=False)
+                  pad_edge=False, collapse_padding=True)
     for h in headers:
         table.add_column(h, justify="left" if h == "level" else "right", no_wrap=True)
     for row in body:

@@ -70,7 +70,7 @@ def test_remote_level_prints_na_for_steps_and_blocks_and_its_scraped_kv_share():
     assert [(r["preemptions"], r["peak_blocks_used"], r["blocks_total"]) for r in rows] == [
         ("3", "n/a", "n/a"), ("n/a", "n/a", "n/a")]
     text = _text(result)
-    row = " c=4       10      320      0      3       42%       n/a      4      10%     n/a"
+    row = " c=4      10     320     0     3      42%      n/a     4     10%    n/a"
     assert row in text
 
 
