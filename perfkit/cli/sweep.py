@@ -63,6 +63,15 @@ class StopFlag:
         return self.requested
 
 
+def _percentile_sets(text: str | None) -> list[str]:
+    if text is None:
+        return []
+    qs = parse_list(text, float, "--percentiles")
+    if any(q >= 100 for q in qs):
+        raise PerfkitError(f"--percentiles: each must be in (0, 100), got {text!r}")
+    return [f"sweep.percentiles={sorted(set(qs))}"]
+
+
 def _dataset_sets(dataset: Path | None, tokenizer: Path | None) -> list[str]:
     """--dataset FILE (and its --tokenizer DIR for text records) as profile overrides."""
     if dataset is None:
@@ -138,6 +147,9 @@ def sweep(
         help="Warm-up requests per level, excluded from every metric.")] = None,
     device: Annotated[str | None, typer.Option(help="auto, cpu or cuda.")] = None,
     seed: Annotated[int | None, typer.Option(help="Workload seed.")] = None,
+    percentiles: Annotated[str | None, typer.Option(
+        help="Percentiles to report and gate, e.g. 50,90,95,99,99.9 (sweep.percentiles); "
+        "the tables show the highest.")] = None,
     search: Annotated[bool, typer.Option(
         "--search", help="Find the highest concurrency (or rate, with --rate) whose goodput "
         "meets the profile's SLOs (slo.*, slo.goodput_share), from the first level up.")
@@ -199,7 +211,7 @@ def sweep(
                        tokenizer if dataset is None else None, endpoint)
     prof = resolve_profile(profile, None if target else model,
                            _sets(set_, concurrency, rate, requests, repeats, warmup, device, seed)
-                           + _dataset_sets(dataset, tokenizer))
+                           + _dataset_sets(dataset, tokenizer) + _percentile_sets(percentiles))
     if target is None:
         from perfkit.config.bounds import check_pool
 

@@ -212,6 +212,7 @@ class SweepConfig:
     # until the measured phase lasts this long; counts then depend on the machine's
     # speed (not gated exactly). 0 = off.
     min_level_s: float = 0.0
+    percentiles: list[float] = field(default_factory=lambda: [50.0, 90.0, 99.0])  # reported
 
     def check(self) -> None:
         if not self.concurrency and not self.rates:
@@ -227,6 +228,9 @@ class SweepConfig:
         _at_most("warmup", self.warmup, MAX_REQUESTS)
         _positive("min_requests_per_client", self.min_requests_per_client, allow_zero=True)
         _positive("min_level_s", self.min_level_s, allow_zero=True)
+        if not 1 <= len(self.percentiles) <= 12 or any(not 0 < q < 100 for q in self.percentiles):
+            raise FieldError("percentiles", "expected 1 to 12 percentiles, each in (0, 100), "
+                             f"got {self.percentiles}")
         if not 0 < self.nvml_hz <= 20:
             raise FieldError("nvml_hz", f"must be in (0, 20] Hz, got {self.nvml_hz}")
 

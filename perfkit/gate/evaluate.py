@@ -10,7 +10,7 @@ from perfkit.errors import PerfkitError
 from perfkit.gate import stats
 from perfkit.gate.compare import GateResult, GateRow, _row, compare_metric, min_run_samples
 from perfkit.gate.inputs import incomparable, level_samples, num_repeats, profile_diffs, side_info
-from perfkit.gate.rules import METRICS, profile_rules, read_rules_file
+from perfkit.gate.rules import metrics_for, profile_rules, read_rules_file
 from perfkit.gate.sides import load_side
 from perfkit.result.sweep import SweepResult
 
@@ -19,11 +19,12 @@ def compare_levels(baseline: SweepResult, current: SweepResult,
                    rules: dict[str, GateRule]) -> tuple[list[GateRow], list[str]]:
     """Rows for every baseline level and metric; notes on levels only in current."""
     base_levels, cur_levels = level_samples(baseline), level_samples(current)
+    metrics = metrics_for(baseline.profile.resolved)
     rows: list[GateRow] = []
     for point, base in base_levels.items():
         label = point.short
         cur = cur_levels.get(point)
-        for name, metric in METRICS.items():
+        for name, metric in metrics.items():
             rule = rules[name]
             if cur is None:
                 rows.append(_row(metric, rule, label, "missing",

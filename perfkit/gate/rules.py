@@ -155,14 +155,42 @@ DEFAULT_RULES: dict[str, GateRule] = {
 }
 
 
+TIMED = (("ttft", "ttft_s", "time to first token"), ("tpot", "tpot_s", "time per output token"),
+         ("e2e", "e2e_s", "end-to-end latency"))
+
+
+def metrics_for(resolved: dict[str, Any]) -> dict[str, Metric]:
+    """The catalogue plus TTFT/TPOT/E2E at every percentile the run chose (sweep.percentiles,
+    e.g. ttft_p95, tpot_p99.9): those are gated too, optional unless a rule says required."""
+    sweep = resolved.get("sweep", {}) if isinstance(resolved, dict) else {}
+    qs = sweep.get("percentiles", []) if isinstance(sweep, dict) else []
+    out = dict(METRICS)
+    for q in qs if isinstance(qs, list) else []:
+        if isinstance(q, (int, float)) and not isinstance(q, bool) and 0 < q < 100:
+            for base, field, what in TIMED:
+                name = f"{base}_p{q:g}"
+                out.setdefault(name, _timing(name, field, float(q), what))
+    return out
+
+
+def default_rules(metrics: dict[str, Metric]) -> dict[str, GateRule]:
+    """DEFAULT_RULES, and for a chosen percentile the band of p50 (q <= 90) or p99 (above)."""
+    out = dict(DEFAULT_RULES)
+    for name, metric in metrics.items():
+        if name not in out and metric.q is not None:
+            like = DEFAULT_RULES[f"{name.split('_')[0]}_{'p50' if metric.q <= 90 else 'p99'}"]
+            out[name] = dataclasses.replace(like, required=False)
+    return out
+
+
 def _merge(rules: dict[str, GateRule], tables: Any, where: str) -> dict[str, GateRule]:
     """Each table's fields replace those of the rule it names; FieldError on bad input."""
     if not isinstance(tables, dict):
         raise FieldError(where, "expected a table of [METRIC] tables")
     out = dict(rules)
     for name, table in tables.items():
-        if name not in METRICS:
-            message = unknown_key_message(name, list(METRICS)).replace("key", "metric", 1)
+        if name not in rules:
+            message = unknown_key_message(name, list(rules)).replace("key", "metric", 1)
             raise FieldError(f"{where}.{name}", message)
         if not isinstance(table, dict):
             raise FieldError(f"{where}.{name}", "expected a table (direction, rel_tol, ...)")
@@ -175,16 +203,17 @@ def profile_rules(resolved: dict[str, Any], who: str) -> tuple[dict[str, GateRul
 
     A rule that flips a metric's natural direction gets a warning."""
     tables = resolved.get("gate", {}).get("rules", {}) if isinstance(resolved, dict) else {}
+    defaults = default_rules(metrics_for(resolved))
     try:
-        rules = _merge(DEFAULT_RULES, tables, "gate.rules")
+        rules = _merge(defaults, tables, "gate.rules")
     except FieldError as err:
         raise PerfkitError(f"{who} profile: {err}") from None
     warnings = [
         f"{who} profile gate.rules.{name}: direction {rules[name].direction!r} is the "
-        f"opposite of {name}'s natural {DEFAULT_RULES[name].direction!r}; set it explicitly "
+        f"opposite of {name}'s natural {defaults[name].direction!r}; set it explicitly "
         "if that is not what you meant"
         for name in tables
-        if rules[name].direction != DEFAULT_RULES[name].direction
+        if rules[name].direction != defaults[name].direction
     ]
     return rules, warnings
 

@@ -87,4 +87,4 @@ def run_remote_level(sweep: RemoteSweep, level: LoadPoint, repeat: int,
     samplers = LevelSamplers(0, enabled=sweep.plan.samplers)
     samplers.start()
     run = asyncio.run(_drive(sweep, level, repeat, specs, on_record, samplers))
-    return remote_level_result(run, sweep.profile.slo)
+    return remote_level_result(run, sweep.profile.slo, sweep.profile.sweep.percentiles)

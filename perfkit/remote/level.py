@@ -22,6 +22,7 @@ cannot measure:
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from perfkit.config.schema import SloConfig
@@ -68,10 +69,11 @@ def _errors(run: RemoteRun) -> ErrorCounts:
                        retry_after_s_max=max(run.retry_after_s, default=None))
 
 
-def remote_level_result(run: RemoteRun, slo: SloConfig) -> LevelResult:
+def remote_level_result(run: RemoteRun, slo: SloConfig, percentiles: Sequence[float] = ()
+                        ) -> LevelResult:
     server = run.server
     level = measured_level(run.point, run.repeat, run.records, slo, run.measurements,
-                           _kv(server))
+                           _kv(server), percentiles)
     hit_rate = level.prefix_hit_rate  # first-admission hits, from usage
     if not run.cached_reported:
         hit_rate = server.prefix_hit_rate if server.preemptions == 0 else None

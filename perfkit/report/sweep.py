@@ -133,10 +133,33 @@ def _guard_ran(lv: LevelResult) -> bool:
                                          or lv.guard.counts.ended.get("loop"))
 
 
+def tail_percentile(result: SweepResult) -> float:
+    """The highest percentile the sweep chose (sweep.percentiles; 99 by default)."""
+    sweep = result.profile.resolved.get("sweep", {})
+    qs = sweep.get("percentiles") if isinstance(sweep, dict) else None
+    return float(max(qs)) if isinstance(qs, list) and qs else 99.0
+
+
+def timing_columns(q: float) -> Columns:
+    """TIMINGS with its tail columns at percentile q (p99 unless the sweep chose higher)."""
+    if q == 99.0:
+        return TIMINGS
+    key = f"p{q:g}"
+
+    def at(section: str, cell: Callable[[float | None], str]) -> Cell:
+        return lambda lv: cell(getattr(lv.latency, section).quantiles.get(key))
+
+    tail = {"TTFT\np99 ms": (f"TTFT\n{key} ms", at("ttft", ms)),
+            "TPOT\np99 ms": (f"TPOT\n{key} ms", at("tpot", ms)),
+            "E2E\np99 s": (f"E2E\n{key} s", at("e2e", lambda v: num(v, 2)))}
+    return [tail.get(head, (head, get)) for head, get in TIMINGS]
+
+
 def tables_of(result: SweepResult) -> list[tuple[str, Columns]]:
     """The three tables; the guard table when some level ran tool calls or cut a loop;
-    the client table for a remote target."""
+    the client table for a remote target. Timings show the sweep's highest percentile."""
     tables = list(TABLES)
+    tables[0] = (tables[0][0], timing_columns(tail_percentile(result)))
     if any(_guard_ran(lv) for lv in result.levels):
         tables.append(("Guard (counts; µs/step is a timing)", GUARD))
     if any(lv.remote for lv in result.levels):

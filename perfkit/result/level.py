@@ -47,6 +47,8 @@ class Distribution:
     p90: float | None = None
     p99: float | None = None
     max: float | None = None
+    # every percentile the sweep chose (sweep.percentiles): "p95", "p99.9", ...
+    quantiles: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

@@ -29,6 +29,7 @@ from perfkit.summary.config_rules import (
 )
 from perfkit.summary.evidence import Contention, contended, contention, enough_for_timing
 from perfkit.summary.prefix_rules import prefix_caching
+from perfkit.summary.remote_findings import burst_delivery, unplanned_prefix_hits
 from perfkit.summary.tail_rules import tail_cause
 from perfkit.summary.timing_rules import (
     cpu_oversubscribed,
@@ -177,7 +178,8 @@ TIMING_RULES: list[Rule] = [
     high_ttft_low_load,
 ]
 # A remote target: the engine's internals are not visible, the client's cost is.
-REMOTE_RULES: list[Rule] = [kv_pressure, prefix_caching, client_bound, http_errors]
+REMOTE_RULES: list[Rule] = [kv_pressure, prefix_caching, client_bound, http_errors,
+                            burst_delivery, unplanned_prefix_hits]
 REMOTE_TIMING_RULES: list[Rule] = [goodput_falling, high_ttft_low_load]
 
 
@@ -197,8 +199,3 @@ def find_all(levels: list[Level], profile: Profile, knee: Knee | None) -> list[F
     found += machine_contended(levels, withheld)
     return found + saturation(levels, profile, knee)
 
-
-# Remote-only rules (issue 16): burst delivery, prefix hits the workload did not plan.
-from perfkit.summary.remote_findings import burst_delivery, unplanned_prefix_hits  # noqa: E402
-
-REMOTE_RULES += [burst_delivery, unplanned_prefix_hits]

@@ -57,7 +57,9 @@ def knee_of(levels: Sequence[LevelResult]) -> Knee:
         if thr is None:
             continue
         ttft = _latency(group, q, "ttft") if q is not None else None
-        tpot = _latency(group, q, "tpot") if q is not None else None
+        # a server that delivered whole responses in one burst: TPOT is degenerate there
+        burst = any(g.stream is not None and g.stream.degenerate for g in group)
+        tpot = _latency(group, q, "tpot") if q is not None and not burst else None
         t_lo, t_v, t_hi = _parts(ttft)
         p_lo, p_v, p_hi = _parts(tpot)
         points.append(LevelPoint(

@@ -43,7 +43,8 @@ def percentile(sorted_values: Sequence[float], q: float) -> float:
     return min(max(value, below), above)  # rounding must not leave [below, above]
 
 
-def distribution(values: Iterable[float]) -> Distribution:
+def distribution(values: Iterable[float], percentiles: Sequence[float] = ()) -> Distribution:
+    """count, mean, stddev, min, p50/p90/p99, max, and `quantiles` at each of `percentiles`."""
     ordered = sorted(values)
     if any(math.isnan(v) for v in ordered):
         raise ValueError("distribution of values containing NaN")
@@ -60,6 +61,7 @@ def distribution(values: Iterable[float]) -> Distribution:
         p90=percentile(ordered, 90),
         p99=percentile(ordered, 99),
         max=ordered[-1],
+        quantiles={f"p{q:g}": percentile(ordered, q) for q in percentiles},
     )
 
 
@@ -94,17 +96,19 @@ def _present(values: Iterable[float | None]) -> list[float]:
 
 
 def level_latency(
-    records: Sequence[RequestRecord], warmup_end_s: float | None = None
+    records: Sequence[RequestRecord], warmup_end_s: float | None = None,
+    percentiles: Sequence[float] = (),
 ) -> Latency:
     measured = measured_records(records, warmup_end_s)
     served = [r for r in measured if r.served]
     completed = [r for r in served if r.completed]
+    q = percentiles
     return Latency(
-        ttft=distribution(_present(r.ttft_s for r in served)),
-        tpot=distribution(_present(r.tpot_s for r in completed)),
-        itl=distribution(gap for r in served for gap in r.itl_s),
-        e2e=distribution(_present(r.e2e_s for r in completed)),
-        queue=distribution(_present(r.queue_s for r in served)),
+        ttft=distribution(_present(r.ttft_s for r in served), q),
+        tpot=distribution(_present(r.tpot_s for r in completed), q),
+        itl=distribution((gap for r in served for gap in r.itl_s), q),
+        e2e=distribution(_present(r.e2e_s for r in completed), q),
+        queue=distribution(_present(r.queue_s for r in served), q),
     )
 
 

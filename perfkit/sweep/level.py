@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from perfkit.config.schema import SloConfig
@@ -92,7 +93,8 @@ def request_sample(r: RequestRecord, preemptions: bool = True,
 
 
 def measured_level(point: LoadPoint, repeat: int, recs: list[RequestRecord], slo: SloConfig,
-                   m: LevelMeasurements, kv: KvSection) -> LevelResult:
+                   m: LevelMeasurements, kv: KvSection,
+                   percentiles: Sequence[float] = ()) -> LevelResult:
     """The sections any level has, wherever its requests were served: client-side
     counts, latency, throughput, goodput, and what the samplers saw of this process."""
     thr = throughput(recs)
@@ -102,7 +104,7 @@ def measured_level(point: LoadPoint, repeat: int, recs: list[RequestRecord], slo
     nvml = m.nvml
     return LevelResult(
         concurrency=point.concurrency, rate=point.rate, repeat=repeat,
-        counts=counts, latency=level_latency(recs), throughput=thr,
+        counts=counts, latency=level_latency(recs, percentiles=percentiles), throughput=thr,
         goodput=goodput(recs, slo),
         observed_concurrency=e2e_sum / thr.window_s if thr.window_s else None,
         prefix_hit_rate=counts.cached_tokens / prompt if prompt else None,
@@ -112,8 +114,10 @@ def measured_level(point: LoadPoint, repeat: int, recs: list[RequestRecord], slo
     )
 
 
-def level_result(run: LevelRun, slo: SloConfig) -> LevelResult:
-    level = measured_level(run.point, run.repeat, run.records, slo, run.measurements, _kv(run))
+def level_result(run: LevelRun, slo: SloConfig, percentiles: Sequence[float] = ()
+                 ) -> LevelResult:
+    level = measured_level(run.point, run.repeat, run.records, slo, run.measurements, _kv(run),
+                           percentiles)
     counts = replace(
         level.counts, steps=run.stats.steps, batched_tokens=run.stats.batched_tokens,
         pool_allocations=run.pool.allocations, pool_frees=run.pool.frees,

@@ -99,4 +99,4 @@ def run_level(engine: Engine, profile: Profile, plan: SweepPlan, level: LoadPoin
                         probe.stop(), t0)
     run = LevelRun(level, repeat, records, stats, engine.pool.counters,
                    engine.pool.num_blocks, engine.block_size, measurements)
-    return replace(level_result(run, profile.slo), tail=tail)
+    return replace(level_result(run, profile.slo, profile.sweep.percentiles), tail=tail)

@@ -62,7 +62,8 @@ def test_distribution_single_and_empty() -> None:
     assert (one.p50, one.p99, one.max, one.stddev) == (0.3, 0.3, 0.3, 0.0)
     empty = distribution([])
     assert empty.count == 0
-    assert all(v is None for k, v in to_json(empty).items() if k != "count")
+    assert all(v is None for k, v in to_json(empty).items() if k not in ("count", "quantiles"))
+    assert empty.quantiles == {}
 
 
 def test_distribution_rejects_nan() -> None:
