@@ -7,6 +7,7 @@ Options -> budget -> replays (and the live engine with --live) -> table -> JSON.
 from __future__ import annotations
 
 import dataclasses
+import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, cast
 
@@ -115,6 +116,8 @@ def fragmentation(
     json_out: Annotated[Path | None, typer.Option(
         "--json", help="Also write the result as JSON to this file.")] = None,
     force: Annotated[bool, typer.Option(help="Overwrite an existing --json file.")] = False,
+    dataset: Annotated[Path | None, typer.Option(
+        help="Replay a dataset or trace file's requests (as sweep --dataset).")] = None,
 ) -> None:
     """Replay the profile's requests through contiguous and paged KV allocation on one
     memory budget: token states, reserved, internal and external fragmentation, free."""
@@ -124,7 +127,9 @@ def fragmentation(
 
     _check(simulate_, live_, requests, step_ms, jobs, gpu, arrivals, json_out, force)
     sizes = _block_sizes(block_sizes)
-    prof = resolve_profile(profile, model, set_)
+    sets = [*(set_ or []), *([f"workload.dataset.path={json.dumps(str(dataset))}"]
+                             if dataset is not None else [])]
+    prof = resolve_profile(profile, model, sets)
     budget = kv_budget(prof, kv_memory, gpu)
     num = requests or (prof.workload.num_requests if live_ else SIMULATE_REQUESTS)
     cfg = FragConfig(sizes, num, cast("Arrivals", arrivals), step_ms / 1e3, jobs)

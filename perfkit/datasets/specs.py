@@ -17,7 +17,7 @@ from pathlib import Path
 
 from perfkit.config.schema import LengthDist
 from perfkit.datasets.records import MOONCAKE_BLOCK, DatasetError, DatasetRecord
-from perfkit.workload import FIRST_TOKEN_ID, RequestSpec, sample_length
+from perfkit.workload import FIRST_TOKEN_ID, RequestLengths, RequestSpec, sample_length
 
 Tokenize = Callable[[str], list[int]]
 
@@ -78,6 +78,38 @@ class SpecBuilder:
         if rec.output_text is not None and self.tokenizer is not None:
             return max(1, len(self.tokens(rec, "output", rec.output_text)))
         return max(1, sample_length(self.output_len, self._outputs))
+
+
+def record_lengths(records: Sequence[DatasetRecord], builder: SpecBuilder
+                   ) -> list[RequestLengths]:
+    """The records as lengths only (no token ids drawn), for the fragmentation replays; a
+    Mooncake record whose first block is shared with another record joins that block's
+    prefix group (MOONCAKE_BLOCK tokens)."""
+    firsts = [r.hash_ids[0] if r.hash_ids else None for r in records]
+    shared = _shared(firsts)
+    groups = {h: g for g, h in enumerate(sorted(shared))}
+    t0 = min((r.timestamp_s for r in records if r.timestamp_s is not None), default=0.0)
+    out = []
+    for i, rec in enumerate(records):
+        length = (rec.prompt_len if rec.prompt_len is not None
+                  else len(rec.prompt_ids) if rec.prompt_ids is not None
+                  else len(builder.tokens(rec, "prompt", rec.prompt_text or "")))
+        first = firsts[i]
+        group = groups.get(first) if first is not None and length > MOONCAKE_BLOCK else None
+        out.append(RequestLengths(
+            request_id=i, prompt_len=length, max_tokens=builder.output(rec),
+            arrival_s=0.0 if rec.timestamp_s is None else rec.timestamp_s - t0,
+            prefix_group=group))
+    return out
+
+
+def _shared(firsts: list[int | None]) -> set[int]:
+    seen: set[int] = set()
+    twice: set[int] = set()
+    for h in firsts:
+        if h is not None:
+            (twice if h in seen else seen).add(h)
+    return twice
 
 
 def dataset_specs(records: Sequence[DatasetRecord], builder: SpecBuilder) -> list[RequestSpec]:

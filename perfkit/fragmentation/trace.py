@@ -15,6 +15,7 @@ remain and the pool stays full (the PagedAttention paper's Fig. 2 setting).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 
 from perfkit.config.schema import Profile
 from perfkit.fragmentation.types import Arrivals, Trace
@@ -34,9 +35,28 @@ def lengths_trace(
 ) -> Trace:
     """The trace `workload.generate(profile.workload, ...)` would give, without token ids."""
     mml = profile.engine.max_model_len
+    if profile.workload.dataset.path:
+        return _dataset_trace(profile, num_requests, arrivals, step_s)
     shapes = generate(profile.workload, profile.model.vocab_size, mml, num_requests,
                       tokens=False)
     return specs_trace(shapes, profile.workload.shared_prefix.length, mml, arrivals, step_s)
+
+
+def _dataset_trace(profile: Profile, num_requests: int, arrivals: Arrivals,
+                   step_s: float) -> Trace:
+    """The profile's dataset (its first `num_requests` records, or all of them) as lengths;
+    Mooncake records sharing a first block share a MOONCAKE_BLOCK-token prefix."""
+    from perfkit.datasets.records import MOONCAKE_BLOCK
+    from perfkit.datasets.specs import SpecBuilder, record_lengths
+    from perfkit.datasets.sweep import load_tokenizer, records_of
+
+    ds, wl = profile.workload.dataset, profile.workload
+    records = records_of(profile)[:num_requests]
+    builder = SpecBuilder(Path(ds.path), profile.model.vocab_size, wl.output_len, wl.seed,
+                          load_tokenizer(ds.tokenizer) if ds.tokenizer else None)
+    shapes = record_lengths(records, builder)
+    prefix = MOONCAKE_BLOCK if any(s.prefix_group is not None for s in shapes) else 0
+    return specs_trace(shapes, prefix, profile.engine.max_model_len, arrivals, step_s)
 
 
 def specs_trace(

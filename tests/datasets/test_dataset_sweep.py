@@ -69,3 +69,14 @@ def test_too_few_records_for_a_level(cli, tmp_path, files):
     result = cli("sweep", *BASE, "--requests", "40", "--set",
                  f'workload.dataset.path="{files["jsonl"]}"', "--json", str(out))
     assert result.exit_code == 2 and "24 records, but a level needs 42" in result.stderr
+
+
+def test_fragmentation_replays_the_same_trace(cli, tmp_path, files):
+    out = tmp_path / "frag.json"
+    result = cli("fragmentation", "--dataset", str(files["mooncake"]), "--set",
+                 "engine.max_model_len=2048", "--requests", "24", "--json", str(out))
+    assert result.exit_code == 0, result.stderr
+    doc = json.loads(out.read_text())
+    assert "24 requests" in result.stdout and "mean prompt 815" in result.stdout
+    prefix = [p for p in doc["policies"] if p["name"].endswith("+prefix")]
+    assert prefix and prefix[0]["shared_saving"] > 0  # the trace's shared first block
