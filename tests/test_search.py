@@ -7,7 +7,7 @@ import json
 import pytest
 from levels import level as typed_level
 
-from perfkit.search import Search, decide, sentence, wilson
+from perfkit.run.search import Search, decide, sentence, wilson
 
 
 class FakeWriter:

@@ -213,7 +213,7 @@ def sweep(
                            _sets(set_, concurrency, rate, requests, repeats, warmup, device, seed)
                            + _dataset_sets(dataset, tokenizer) + _percentile_sets(percentiles))
     if target is None:
-        from perfkit.config.bounds import check_pool
+        from perfkit.config.profile import check_pool
 
         check_pool(prof)
     path = _result_path(json_path, out, force, report)
@@ -240,7 +240,7 @@ def sweep(
         raise PerfkitError(f"--search-max: expected 0 < LOAD <= 1e6, got {search_max:g}")
     with ProgressEvents(quiet=fmt != "table") as events:
         if search:
-            from perfkit.search import run_search
+            from perfkit.run import run_search
 
             result = run_search(prof, path, cap=search_max, target=remote, events=events,
                                 stop=stop.__bool__)

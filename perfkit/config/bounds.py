@@ -1,17 +1,11 @@
-"""Bounds of profile values: signs, shares, ranges, and a pool that can serve anything.
+"""Bounds of profile values: signs, shares and ranges (the pool check is config.profile's).
 
 Every bound is a clear error naming the field, never an allocation that fails later.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from perfkit.config.typed import FieldError
-from perfkit.errors import PerfkitError
-
-if TYPE_CHECKING:
-    from perfkit.config.schema import LengthDist, Profile
 
 
 def positive(name: str, value: float | None, allow_zero: bool = False) -> None:
@@ -46,27 +40,3 @@ MAX_COUNT = 1 << 24  # blocks, tokens, queue slots: far above any real engine
 def share(name: str, value: float) -> None:
     if not 0.0 <= value <= 1.0:
         raise FieldError(name, f"must be a share between 0 and 1, got {value}")
-
-
-def smallest_request(dist: LengthDist) -> int:
-    if dist.kind == "fixed":
-        return min(max(round(dist.mean), dist.min), dist.max)
-    return dist.min
-
-
-def check_pool(profile: Profile) -> None:
-    """A pool that cannot hold the workload's smallest request rejects every request: a
-    sweep or a server on it measures nothing. (The fragmentation replays take any pool.)"""
-    from perfkit.config.profile import pool_blocks
-    from perfkit.config.units import cdiv
-
-    eng, work = profile.engine, profile.workload
-    tokens = min(smallest_request(work.prompt_len) + smallest_request(work.output_len),
-                 eng.max_model_len)
-    need, have = cdiv(tokens, eng.block_size), pool_blocks(profile)
-    if have < need:
-        key = "engine.kv_memory" if eng.kv_memory is not None else "engine.num_blocks"
-        raise PerfkitError(
-            f"profile {profile.name!r}: {key}: a pool of {have} block(s) of {eng.block_size} "
-            f"tokens cannot hold the workload's smallest request ({tokens} tokens, {need} "
-            f"blocks): every request would be rejected; give at least {need} blocks")

@@ -17,8 +17,9 @@ from pathlib import Path
 from typing import Any
 
 from perfkit.config.presets import MODEL_PRESETS
-from perfkit.config.schema import Profile
+from perfkit.config.schema import LengthDist, Profile
 from perfkit.config.typed import FieldError, build, to_dict, unknown_key_message
+from perfkit.config.units import cdiv
 from perfkit.errors import PerfkitError
 
 if sys.version_info >= (3, 11):
@@ -224,3 +225,24 @@ def pool_blocks(profile: Profile) -> int:
     # Neither set: enough for max_num_seqs sequences of max_model_len.
     per_seq = -(-eng.max_model_len // eng.block_size)
     return per_seq * eng.max_num_seqs
+
+
+def smallest_request(dist: LengthDist) -> int:
+    if dist.kind == "fixed":
+        return min(max(round(dist.mean), dist.min), dist.max)
+    return dist.min
+
+
+def check_pool(profile: Profile) -> None:
+    """A pool that cannot hold the workload's smallest request rejects every request: a
+    sweep or a server on it measures nothing. (The fragmentation replays take any pool.)"""
+    eng, work = profile.engine, profile.workload
+    tokens = min(smallest_request(work.prompt_len) + smallest_request(work.output_len),
+                 eng.max_model_len)
+    need, have = cdiv(tokens, eng.block_size), pool_blocks(profile)
+    if have < need:
+        key = "engine.kv_memory" if eng.kv_memory is not None else "engine.num_blocks"
+        raise PerfkitError(
+            f"profile {profile.name!r}: {key}: a pool of {have} block(s) of {eng.block_size} "
+            f"tokens cannot hold the workload's smallest request ({tokens} tokens, {need} "
+            f"blocks): every request would be rejected; give at least {need} blocks")

@@ -8,6 +8,7 @@ as a mean per request: a count and the seconds it took of the window. Causes ove
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 CAUSES = ("queue", "own_prefill", "prefill_interference", "preemption", "gc",
@@ -58,3 +59,23 @@ class TailSection:
 
     def group(self, metric: str, which: str) -> TailGroup | None:
         return next((g for g in self.groups if g.metric == metric and g.which == which), None)
+
+
+TAIL_Q = 0.99  # tail steps and requests: slower than this quantile
+
+
+def quantile(values: Sequence[float], q: float) -> float:
+    """Nearest rank on the sorted values (no interpolation: an observed value)."""
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))]
+
+
+def step_groups(durations: list[float]) -> tuple[list[int], list[int], float, float]:
+    """(tail step indices: slower than p99, at least the slowest; median: p45..p55; p50, p99)."""
+    p50, p99 = quantile(durations, 0.5), quantile(durations, TAIL_Q)
+    tail = [i for i, d in enumerate(durations) if d > p99]
+    if not tail:
+        tail = [max(range(len(durations)), key=durations.__getitem__)]
+    lo, hi = quantile(durations, 0.45), quantile(durations, 0.55)
+    median = [i for i, d in enumerate(durations) if lo <= d <= hi]
+    return tail, median, p50, p99

@@ -5,7 +5,7 @@
 Samples carry a time (TimedSampler), steps a start and an end (Engine.stats); a sample
 belongs to the step whose [start, end] holds it (bisect on the sorted starts). Samples
 between steps (the event loop, clients) belong to no step and to neither file. Steps are
-split as the tail breakdown splits them (summary/tail_breakdown.step_groups): slower than
+split as the tail breakdown splits them (result/tail.step_groups): slower than
 the p99 step time, and p45..p55 around the median.
 """
 
@@ -16,10 +16,10 @@ from collections import Counter
 from pathlib import Path
 
 from perfkit.result.stacks import FrameGrowth, TailStacksInfo
+from perfkit.result.tail import step_groups
 from perfkit.stacks.diffsvg import write_diff_svg
 from perfkit.stacks.folded import Folded, inclusive_counts, write_folded
 from perfkit.stacks.timed_sampler import TimedSampler
-from perfkit.summary.tail_breakdown import step_groups
 
 
 def step_of_samples(sample_s: list[float], start_s: list[float], end_s: list[float]

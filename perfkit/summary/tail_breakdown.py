@@ -21,7 +21,16 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from perfkit.records import RequestRecord
-from perfkit.result.tail import CAUSES, StepTail, TailCause, TailGroup, TailSection
+from perfkit.result.tail import (
+    CAUSES,
+    TAIL_Q,
+    StepTail,
+    TailCause,
+    TailGroup,
+    TailSection,
+    quantile,
+    step_groups,
+)
 
 
 class ProbeTimelines(Protocol):
@@ -35,13 +44,7 @@ class ProbeTimelines(Protocol):
     counters_reason: str
 
 
-TAIL_Q, MEDIAN_LO, MEDIAN_HI = 0.99, 0.40, 0.60
-
-
-def quantile(values: Sequence[float], q: float) -> float:
-    """Nearest rank on the sorted values (no interpolation: an observed value)."""
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))]
+MEDIAN_LO, MEDIAN_HI = 0.40, 0.60
 
 
 @dataclass(frozen=True)
@@ -150,17 +153,6 @@ def request_groups(records: list[RequestRecord], steps: Steps, lines: Timelines
         groups.append(_group(tail, metric, "tail", p99, steps, lines))
         groups.append(_group(median, metric, "median", quantile(values, 0.5), steps, lines))
     return groups
-
-
-def step_groups(durations: list[float]) -> tuple[list[int], list[int], float, float]:
-    """(tail step indices: slower than p99, at least the slowest; median: p45..p55; p50, p99)."""
-    p50, p99 = quantile(durations, 0.5), quantile(durations, TAIL_Q)
-    tail = [i for i, d in enumerate(durations) if d > p99]
-    if not tail:
-        tail = [max(range(len(durations)), key=durations.__getitem__)]
-    lo, hi = quantile(durations, 0.45), quantile(durations, 0.55)
-    median = [i for i, d in enumerate(durations) if lo <= d <= hi]
-    return tail, median, p50, p99
 
 
 def _step_tail(steps: Steps, lines: Timelines) -> StepTail | None:

@@ -22,7 +22,7 @@ from perfkit.config.schema import Profile
 from perfkit.result.level import LevelResult, LoadPoint
 from perfkit.result.search import Decision, SearchResult, SearchStep
 from perfkit.result.sweep import SweepResult
-from perfkit.run import QuietEvents, SweepEvents, TargetOptions, level_runner
+from perfkit.run.sweep import QuietEvents, SweepEvents, TargetOptions, level_runner
 from perfkit.summary.evidence import contended
 from perfkit.summary.findings import find_all
 from perfkit.summary.knee_of import knee_of

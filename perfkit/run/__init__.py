@@ -1,0 +1,15 @@
+"""Whole runs as library calls: run_sweep (the levels of a profile) and run_search (the
+highest load meeting the SLOs), in-process or against a target."""
+
+from perfkit.run.search import run_search
+from perfkit.run.sweep import (
+    QuietEvents,
+    StackOptions,
+    SweepEvents,
+    TargetOptions,
+    level_runner,
+    run_sweep,
+)
+
+__all__ = ["QuietEvents", "StackOptions", "SweepEvents", "TargetOptions", "level_runner",
+           "run_search", "run_sweep"]
