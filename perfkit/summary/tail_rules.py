@@ -6,6 +6,9 @@ cause explains `tail seconds - median seconds` of it. A cause dominates when it 
 at least DOMINANT_SHARE of the extra time and fills at least MIN_WINDOW_SHARE of the
 tail's window. One finding per metric: the first level where a cause dominates, with the
 evidence; where none does, one info finding with the measured shares (largest level).
+A dominant cause is a warning only when the tail matters: the tail requests take at least
+TAIL_WARN_RATIO times the median's window, and p99 is beyond the profile's SLO target for
+the metric (when one is set); otherwise the same finding is info.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ DOMINANT_SHARE = 0.6  # of the tail's extra time over the median requests
 MIN_WINDOW_SHARE = 0.2  # of the tail requests' window
 MIN_REQUESTS = 50  # measured requests in the level: fewer and "p99" is one or two requests
 MIN_EXTRA_S = 0.0005  # below this the tail is not slower than the median in any sense
+TAIL_WARN_RATIO = 2.0  # tail window / median window for a cause to be a warning
 TIMED = ("queue", "own_prefill", "prefill_interference", "gc", "run_queue")
 
 FIXES = {
@@ -93,6 +97,13 @@ def _message(metric: str, cause: str, lv: LevelResult, tail: TailGroup, median: 
             f" ms); it explains {share:.0%} of the tail's extra time.")
 
 
+def serious(metric: str, tail: TailGroup, median: TailGroup, profile: Profile) -> bool:
+    """The tail matters: much slower than the median, and past the SLO where one is set."""
+    target = profile.slo.ttft_s if metric == "ttft" else profile.slo.tpot_s
+    slow = tail.window_s >= TAIL_WARN_RATIO * median.window_s
+    return slow and (target is None or tail.threshold_s > target)
+
+
 def tail_cause(levels: list[LevelResult], profile: Profile) -> list[Finding]:
     found: list[Finding] = []
     for metric in ("ttft", "tpot"):
@@ -107,7 +118,8 @@ def tail_cause(levels: list[LevelResult], profile: Profile) -> list[Finding]:
             last = (lv, tail, median, sec)
             cause = dominant(tail, median)
             if cause is not None:
-                found.append(Finding(f"p99_{metric}_{cause}", "warning",
+                severity = "warning" if serious(metric, tail, median, profile) else "info"
+                found.append(Finding(f"p99_{metric}_{cause}", severity,
                                      _message(metric, cause, lv, tail, median),
                                      _evidence(lv, tail, median, sec), FIXES[cause]))
                 break

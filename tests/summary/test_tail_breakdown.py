@@ -43,5 +43,28 @@ def test_gc_in_the_tail_is_named() -> None:
         requests = [type("R", (), {"warmup": False})()] * 100
         point = type("P", (), {"label": "c=1"})()
 
-    ids = [f.id for f in tail_cause([Lv()], None)]  # type: ignore[list-item, arg-type]
+    from perfkit.config.profile import Overrides, load_profile
+
+    tight = load_profile("default", Overrides(sets=("slo.ttft_s=0.001", "slo.tpot_s=0.001")))
+    found = tail_cause([Lv()], tight)  # type: ignore[list-item]
+    ids = [f.id for f in found]
     assert "p99_tpot_gc" in ids
+
+
+
+def test_a_tail_within_the_slo_is_info_and_beyond_it_a_warning():
+    from perfkit.config.profile import Overrides, load_profile
+
+    sec = _section(prefill_every=1000, gc=[(0.5 + k * 0.05, 0.54 + k * 0.05) for k in range(10)])
+
+    class Lv:
+        tail = sec
+        requests = [type("R", (), {"warmup": False})()] * 100
+        point = type("P", (), {"label": "c=1"})()
+
+    def severity(*sets: str) -> str:
+        found = tail_cause([Lv()], load_profile("default", Overrides(sets=sets)))  # type: ignore[list-item]
+        return next(f.severity for f in found if f.id == "p99_tpot_gc")
+
+    assert severity() == "info"  # p99 TPOT far inside the default 0.2 s target
+    assert severity("slo.tpot_s=0.001") == "warning"
