@@ -190,9 +190,9 @@ def sweep(
         help="With --target: the server's Prometheus URL, polled during each level "
         "(KV usage, preemptions, prefix hits; vLLM names).")] = None,
     tokenizer: Annotated[Path | None, typer.Option(
-        help="With --target: a local Hugging Face tokenizer (DIR/tokenizer.json); prompts "
+        help="A local Hugging Face tokenizer (DIR/tokenizer.json). With --target: prompts "
         "go as text of exactly the workload's token counts, for servers that take no "
-        "token ids.")] = None,
+        "token ids; with --dataset: how text records become tokens.")] = None,
     endpoint: Annotated[str | None, typer.Option(
         help="With --target: completions (default) or chat (/v1/chat/completions).")] = None,
 ) -> None:
