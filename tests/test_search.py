@@ -89,5 +89,23 @@ def test_search_end_to_end(cli, tmp_path, slo, found):
     doc = json.loads(out.read_text())
     search_ = doc["search"]
     assert (search_["best"] is not None) == found
-    assert len(doc["levels"]) == sum(s["runs"] for s in search_["steps"])
+    last_runs = {s["x"]: s["runs"] for s in search_["steps"]}  # runs pooled per load
+    assert len(doc["levels"]) == sum(last_runs.values())
     assert ("Highest concurrency" if found else "No concurrency") in search_["sentence"]
+
+
+def test_an_answer_that_does_not_hold_in_a_later_run_is_searched_below():
+    calls = {"n": 0}
+
+    def drifting(x):  # 12 meets the first time only: the machine slowed down
+        if x == 12:
+            calls["n"] += 1
+            return 1.0 if calls["n"] == 1 else 0.0
+        return 1.0 if x < 12 else 0.2
+
+    best, fail, s = search(drifting)
+    assert (best, fail) == (12, 13)
+    best, fail = s.confirm(best, fail)
+    assert (best, fail) == (11, 12)
+    assert s.last[12].runs == 2 and s.last[12].decision == "fails"  # pooled 100 + 0 of 200
+    assert s.last[11].decision == "meets"

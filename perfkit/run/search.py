@@ -3,7 +3,9 @@
 Bracketing, then bisection, over the one load axis the profile sweeps:
   1. from the first level, double the load until a level fails (or the cap);
   2. bisect between the highest level that met and the lowest that failed, to one client
-     (concurrency) or to 10% (rate).
+     (concurrency) or to 10% (rate);
+  3. confirm: the answer runs again (pooled with its earlier runs) and must still meet;
+     if it does not, the search bisects below it (at most three rounds).
 A level's decision is the share of its measured requests that met every SLO target, with
 a 95% Wilson interval: it meets when the whole interval is at or above
 `slo.goodput_share`, fails when it is below, and is uncertain otherwise; an uncertain
@@ -63,20 +65,26 @@ class Search:
         self.run_one, self.writer, self.axis = run_one, writer, axis
         self.target, self.stop = target, stop
         self.steps: list[SearchStep] = []
+        self.runs: dict[float, list[LevelResult]] = {}  # every run of a load, pooled
+        self.last: dict[float, SearchStep] = {}  # the latest decision at each load
 
     def point(self, x: float) -> LoadPoint:
         return LoadPoint(concurrency=int(x)) if self.axis == "concurrency" else LoadPoint(rate=x)
 
     def try_level(self, x: float) -> SearchStep:
-        runs: list[LevelResult] = []
-        while True:
+        """At least one more run of load x, pooled with its earlier runs; an uncertain
+        decision runs again, up to MAX_RUNS new runs."""
+        runs = self.runs.setdefault(x, [])
+        for new in range(1, MAX_RUNS + 1):
             level = self.run_one(self.point(x), len(runs))
             self.writer.add_level(level)
             runs.append(level)
             step = decide(runs, x, self.target)
-            if step.decision != "uncertain" or len(runs) == MAX_RUNS or self.stop():
-                self.steps.append(step)
-                return step
+            if step.decision != "uncertain" or new == MAX_RUNS or self.stop():
+                break
+        self.steps.append(step)
+        self.last[x] = step
+        return step
 
     def bracket(self, start: float, cap: float) -> tuple[float | None, float | None]:
         best, fail, x = None, None, start
@@ -94,6 +102,22 @@ class Search:
                 best = mid
             else:
                 fail = mid
+        return best, fail
+
+    def confirm(self, best: float | None, fail: float | None, rounds: int = 3
+                ) -> tuple[float | None, float | None]:
+        """The answer must hold in a later run too: `best` runs again (pooled with its
+        earlier runs); when it no longer meets, it becomes the failing bound and the
+        search bisects below it again. Run-to-run drift of the machine is larger than one
+        run's binomial interval; this keeps the answer from following it upward."""
+        for _ in range(rounds):
+            if best is None or self.stop() or self.try_level(best).decision == "meets":
+                break
+            fail = best
+            below = [x for x, s in self.last.items() if s.decision == "meets" and x < fail]
+            best = max(below) if below else None
+            if best is not None:
+                best, fail = self.bisect(best, fail)
         return best, fail
 
     def _close(self, best: float, fail: float) -> bool:
@@ -151,6 +175,7 @@ def run_search(prof: Profile, path: Path | None = None, *, cap: float | None = N
     best, fail = search.bracket(first.x, limit)
     if best is not None and fail is not None:
         best, fail = search.bisect(best, fail)
+    best, fail = search.confirm(best, fail)
     slo = prof.slo
     targets = {"ttft_s": slo.ttft_s, "tpot_s": slo.tpot_s, "e2e_s": slo.e2e_s}
     words = ", ".join(f"{k.removesuffix('_s').upper()} <= {v * 1e3:g} ms"
