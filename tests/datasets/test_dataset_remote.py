@@ -18,12 +18,15 @@ def sweep(cli, path, *args: str) -> dict:
     return json.loads(path.read_text())
 
 
-@pytest.mark.parametrize("fmt", ["jsonl", "burstgpt"])
-def test_a_dataset_sweeps_a_server_like_the_engine(cli, tmp_path, files, fmt):
+@pytest.mark.parametrize("fmt", ["jsonl", "burstgpt", "mooncake", "sharegpt"])
+def test_a_dataset_sweeps_a_server_like_the_engine(cli, tmp_path, files, tokenizer_dir, fmt):
     testing = pytest.importorskip("perfkit.serve.testing")
-    data = ["--dataset", str(files[fmt])]
+    data = ["--dataset", str(files[fmt]), "--set", "engine.max_model_len=2048"]
+    if fmt == "sharegpt":  # text: tokenized here, sent as token ids
+        data += ["--tokenizer", str(tokenizer_dir)]
     local = sweep(cli, tmp_path / "local.json", *data)
-    with testing.running_server("default", sets=("engine.cpu_threads=1",)) as base:
+    server_sets = ("engine.cpu_threads=1", "engine.max_model_len=2048")
+    with testing.running_server("default", sets=server_sets) as base:
         remote = sweep(cli, tmp_path / "remote.json", *data, "--target", f"{base}/v1")
     for here, there in zip(local["levels"], remote["levels"], strict=True):
         assert {k: here["counts"][k] for k in SAME} == {k: there["counts"][k] for k in SAME}
