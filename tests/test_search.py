@@ -109,3 +109,11 @@ def test_an_answer_that_does_not_hold_in_a_later_run_is_searched_below():
     assert (best, fail) == (11, 12)
     assert s.last[12].runs == 2 and s.last[12].decision == "fails"  # pooled 100 + 0 of 200
     assert s.last[11].decision == "meets"
+
+
+def test_bounds_from_the_decisions_so_far_for_an_interrupted_search():
+    _, _, s = search(lambda x: 1.0 if x <= 11 else 0.5)
+    assert s.bounds() == (11, 12)
+    empty = Search(runner(lambda x: 1.0), FakeWriter(), "concurrency", 0.9,  # type: ignore[arg-type]
+                   lambda: False)
+    assert empty.bounds() == (None, None)

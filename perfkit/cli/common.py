@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import functools
+import json
 import math
 import sys
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
@@ -118,3 +120,13 @@ def parse_list(text: str, kind: type, what: str,
     if outside:
         raise PerfkitError(f"{what}: {outside[0]:g} is outside [{low:g}, {high:g}]")
     return values
+
+
+def dataset_sets(dataset: Path | None, tokenizer: Path | None = None) -> list[str]:
+    """--dataset FILE (and its --tokenizer DIR for text records) as profile overrides."""
+    if dataset is None:
+        return []
+    out = [f"workload.dataset.path={json.dumps(str(dataset))}"]
+    if tokenizer is not None:
+        out.append(f"workload.dataset.tokenizer={json.dumps(str(tokenizer))}")
+    return out

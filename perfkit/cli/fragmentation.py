@@ -7,7 +7,6 @@ Options -> budget -> replays (and the live engine with --live) -> table -> JSON.
 from __future__ import annotations
 
 import dataclasses
-import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, cast
 
@@ -18,6 +17,7 @@ from perfkit.cli.common import (
     ProfileOpt,
     SetOpt,
     console,
+    dataset_sets,
     parse_list,
     resolve_profile,
     user_errors,
@@ -127,9 +127,7 @@ def fragmentation(
 
     _check(simulate_, live_, requests, step_ms, jobs, gpu, arrivals, json_out, force)
     sizes = _block_sizes(block_sizes)
-    sets = [*(set_ or []), *([f"workload.dataset.path={json.dumps(str(dataset))}"]
-                             if dataset is not None else [])]
-    prof = resolve_profile(profile, model, sets)
+    prof = resolve_profile(profile, model, [*(set_ or []), *dataset_sets(dataset)])
     budget = kv_budget(prof, kv_memory, gpu)
     num = requests or (prof.workload.num_requests if live_ else SIMULATE_REQUESTS)
     cfg = FragConfig(sizes, num, cast("Arrivals", arrivals), step_ms / 1e3, jobs)

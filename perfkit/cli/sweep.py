@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import signal
 import sys
 from pathlib import Path
@@ -15,6 +14,7 @@ from perfkit.cli.common import (
     ProfileOpt,
     SetOpt,
     console,
+    dataset_sets,
     err_console,
     parse_list,
     resolve_profile,
@@ -70,16 +70,6 @@ def _percentile_sets(text: str | None) -> list[str]:
     if any(q >= 100 for q in qs):
         raise PerfkitError(f"--percentiles: each must be in (0, 100), got {text!r}")
     return [f"sweep.percentiles={sorted(set(qs))}"]
-
-
-def _dataset_sets(dataset: Path | None, tokenizer: Path | None) -> list[str]:
-    """--dataset FILE (and its --tokenizer DIR for text records) as profile overrides."""
-    if dataset is None:
-        return []
-    out = [f"workload.dataset.path={json.dumps(str(dataset))}"]
-    if tokenizer is not None:
-        out.append(f"workload.dataset.tokenizer={json.dumps(str(tokenizer))}")
-    return out
 
 
 def _sets(sets: list[str] | None, concurrency: str | None, rate: str | None,
@@ -211,7 +201,7 @@ def sweep(
                        tokenizer if dataset is None else None, endpoint)
     prof = resolve_profile(profile, None if target else model,
                            _sets(set_, concurrency, rate, requests, repeats, warmup, device, seed)
-                           + _dataset_sets(dataset, tokenizer) + _percentile_sets(percentiles))
+                           + dataset_sets(dataset, tokenizer) + _percentile_sets(percentiles))
     if target is None:
         from perfkit.config.profile import check_pool
 

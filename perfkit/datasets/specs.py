@@ -18,12 +18,13 @@ from pathlib import Path
 from perfkit.config.schema import LengthDist
 from perfkit.datasets.records import MOONCAKE_BLOCK, DatasetError, DatasetRecord
 from perfkit.workload import FIRST_TOKEN_ID, RequestLengths, RequestSpec, sample_length
+from perfkit.workload import _rng as workload_rng
 
 Tokenize = Callable[[str], list[int]]
 
 
 def _rng(seed: int, purpose: str) -> random.Random:
-    return random.Random(f"perfkit:{seed}:dataset:{purpose}")
+    return workload_rng(seed, f"dataset:{purpose}")
 
 
 def _random_ids(rng: random.Random, n: int, vocab_size: int) -> list[int]:

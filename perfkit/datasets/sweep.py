@@ -19,6 +19,7 @@ from perfkit.config.schema import Profile
 from perfkit.datasets.load import load_records
 from perfkit.datasets.records import DatasetError, DatasetRecord
 from perfkit.datasets.specs import SpecBuilder, Tokenize, dataset_specs, scale_arrivals
+from perfkit.datasets.tokenizer import read_tokenizer
 from perfkit.result.level import LoadPoint
 from perfkit.workload import RequestSpec, level_arrivals
 
@@ -40,19 +41,8 @@ def records_of(profile: Profile) -> tuple[DatasetRecord, ...]:
 
 @lru_cache(maxsize=4)
 def load_tokenizer(folder: str) -> Tokenize:
-    """A Hugging Face tokenizer.json (the `tokenizers` library), ids without special tokens."""
-    try:
-        from tokenizers import Tokenizer
-    except ImportError:
-        raise DatasetError("text records need the tokenizers package: pip install "
-                           "tokenizers") from None
-    file = Path(folder) / "tokenizer.json"
-    if not file.is_file():
-        raise DatasetError(f"tokenizer: no tokenizer.json in {folder!r}")
-    try:
-        tok = Tokenizer.from_file(str(file))
-    except Exception as err:  # the library raises its own Exception types
-        raise DatasetError(f"tokenizer: cannot read {file} ({err})") from None
+    """The dataset's tokenizer: ids of a text, without special tokens."""
+    tok = read_tokenizer(Path(folder), "workload.dataset.tokenizer")
     return lambda text: tok.encode(text, add_special_tokens=False).ids
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from perfkit.datasets.tokenizer import read_tokenizer
 from perfkit.errors import PerfkitError
 
 MAX_ROUNDS = 8  # trim/pad rounds before giving up on an exact count
@@ -58,16 +59,4 @@ class TextRenderer:
 
 
 def load_renderer(path: Path) -> TextRenderer:
-    file = path / "tokenizer.json" if path.is_dir() else path
-    if not file.is_file():
-        raise PerfkitError(f"--tokenizer: no tokenizer.json in {path}")
-    try:
-        from tokenizers import Tokenizer
-    except ImportError:
-        raise PerfkitError("--tokenizer needs the `tokenizers` package: "
-                           "pip install tokenizers") from None
-    try:
-        tokenizer = Tokenizer.from_file(str(file))
-    except Exception as err:  # the library raises its own Exception type on a bad file
-        raise PerfkitError(f"--tokenizer: cannot read {file}: {err}") from None
-    return TextRenderer(tokenizer, str(path))
+    return TextRenderer(read_tokenizer(path), str(path))

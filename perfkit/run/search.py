@@ -24,10 +24,8 @@ from perfkit.config.schema import Profile
 from perfkit.result.level import LevelResult, LoadPoint
 from perfkit.result.search import Decision, SearchResult, SearchStep
 from perfkit.result.sweep import SweepResult
-from perfkit.run.sweep import QuietEvents, SweepEvents, TargetOptions, level_runner
+from perfkit.run.sweep import QuietEvents, SweepEvents, TargetOptions, conclude, level_runner
 from perfkit.summary.evidence import contended
-from perfkit.summary.findings import find_all
-from perfkit.summary.knee_of import knee_of
 from perfkit.sweep.plan import plan_from_profile
 from perfkit.sweep.writer import ResultWriter
 
@@ -120,6 +118,14 @@ class Search:
                 best, fail = self.bisect(best, fail)
         return best, fail
 
+    def bounds(self) -> tuple[float | None, float | None]:
+        """(highest load that met, lowest above it that did not) from the decisions so far."""
+        met = [x for x, s in self.last.items() if s.decision == "meets"]
+        best = max(met) if met else None
+        above = [x for x, s in self.last.items()
+                 if s.decision != "meets" and (best is None or x > best)]
+        return best, (min(above) if above else None)
+
     def _close(self, best: float, fail: float) -> bool:
         if self.axis == "concurrency":
             return fail - best <= 1
@@ -172,10 +178,15 @@ def run_search(prof: Profile, path: Path | None = None, *, cap: float | None = N
     slo_target = prof.slo.goodput_share
     search = Search(run_one, writer, axis, slo_target, stop)
     limit = cap or (4096.0 if axis == "concurrency" else 1e5)
-    best, fail = search.bracket(first.x, limit)
-    if best is not None and fail is not None:
-        best, fail = search.bisect(best, fail)
-    best, fail = search.confirm(best, fail)
+    try:
+        best, fail = search.bracket(first.x, limit)
+        if best is not None and fail is not None:
+            best, fail = search.bisect(best, fail)
+        best, fail = search.confirm(best, fail)
+        complete = not stop()
+    except KeyboardInterrupt:  # as run_sweep: keep what was decided, complete=False
+        best, fail = search.bounds()
+        complete = False
     slo = prof.slo
     targets = {"ttft_s": slo.ttft_s, "tpot_s": slo.tpot_s, "e2e_s": slo.e2e_s}
     words = ", ".join(f"{k.removesuffix('_s').upper()} <= {v * 1e3:g} ms"
@@ -183,8 +194,5 @@ def run_search(prof: Profile, path: Path | None = None, *, cap: float | None = N
     answer = SearchResult(axis, slo_target, targets, best, fail,  # type: ignore[arg-type]
                           sentence(axis, best, fail, search.steps, slo_target, words),
                           search.steps)
-    levels = writer.result.levels
-    knee = knee_of(levels) if levels else None
     writer.result = replace(writer.result, search=answer)
-    writer.finish(knee, find_all(levels, prof, knee), not stop())
-    return writer.result
+    return conclude(writer, prof, complete)

@@ -186,6 +186,11 @@ def run_sweep(prof: Profile, path: Path | None = None, *, samplers: bool = True,
         complete = _levels(run_one, plan, writer, stacks, events or QuietEvents(), stop)
     except KeyboardInterrupt:
         complete = False
+    return conclude(writer, prof, complete)
+
+
+def conclude(writer: ResultWriter, prof: Profile, complete: bool) -> SweepResult:
+    """The knee and findings over every level written; the file's last rewrite."""
     levels = writer.result.levels
     knee = knee_of(levels) if levels else None
     writer.finish(knee, find_all(levels, prof, knee), complete)
