@@ -69,6 +69,9 @@ class StacksInfo:
     warning: str = ""
     kernels: KernelsInfo | None = None  # CUDA only
     tail: TailStacksInfo | None = None  # in-process levels (timed thread samples)
+    offcpu_folded_path: str | None = None  # level-X.offcpu.folded: where threads waited
+    offcpu_samples: int = 0  # one per waiting (not running, not runnable) thread per tick
+    offcpu_reason: str = ""  # off-CPU stacks unavailable: why ("" when recorded)
 
 
 def _recorded(path: str | None, folder: Path | None) -> str | None:
@@ -91,7 +94,8 @@ def paths_relative_to(info: StacksInfo, folder: Path | None) -> StacksInfo:
                        diff_svg_path=_recorded(tail.diff_svg_path, folder))
     return replace(info, tail=tail, folded_path=_recorded(info.folded_path, folder),
                    speedscope_path=_recorded(info.speedscope_path, folder),
-                   svg_path=_recorded(info.svg_path, folder), kernels=kernels)
+                   svg_path=_recorded(info.svg_path, folder), kernels=kernels,
+                   offcpu_folded_path=_recorded(info.offcpu_folded_path, folder))
 
 
 def stack_path_candidates(recorded: str, result_file: Path | None) -> list[Path]:

@@ -8,7 +8,9 @@
 ptrace handling) and falls back to perfkit's in-process sampler when py-spy is
 missing or cannot attach, with a warning that names the sampler used and how
 to enable py-spy. Either way the window ends as one folded file
-(`NAME.folded`), rendered to `NAME.speedscope.json` and `NAME.svg`.
+(`NAME.folded`), rendered to `NAME.speedscope.json` and `NAME.svg`. The in-process sampler
+(always running, beside py-spy too) also writes `NAME.offcpu.folded`: stacks of threads
+that were waiting, not running (stacks/offcpu.py), where this machine can tell.
 """
 
 from __future__ import annotations
@@ -56,6 +58,9 @@ class StackRecording:
     # Timed samples for the tail stacks (stacks/tail.py); in memory, not in JSON.
     timed: TimedSampler | None = field(default=None, repr=False)
     tail: TailStacksInfo | None = None  # set by run._with_stacks; not in JSON (StacksInfo is)
+    offcpu_folded_path: Path | None = None  # NAME.offcpu.folded: where threads waited
+    offcpu_samples: int = 0  # one per waiting thread per tick
+    offcpu_reason: str = ""  # off-CPU stacks unavailable: why; "" when recorded
 
     @classmethod
     def pending(cls, rate_hz: float, native: bool) -> StackRecording:
@@ -69,7 +74,7 @@ class StackRecording:
         """For the result JSON: paths as strings, no stacks (the folded file has them)."""
         out = {f.name: getattr(self, f.name) for f in fields(self)
                if f.name not in ("stacks", "timed", "tail")}
-        for key in ("folded_path", "speedscope_path", "svg_path"):
+        for key in ("folded_path", "speedscope_path", "svg_path", "offcpu_folded_path"):
             out[key] = None if out[key] is None else str(out[key])
         return out
 
@@ -88,6 +93,16 @@ def finish(stacks: Folded, out_dir: Path, name: str, **info: Any) -> StackRecord
     write_svg(svg, stacks, name)
     return StackRecording(folded_path=folded, speedscope_path=speedscope, svg_path=svg,
                           num_samples=sum(stacks.values()), stacks=stacks, **info)
+
+
+def offcpu_info(sampler: TimedSampler, out_dir: Path, name: str) -> dict[str, Any]:
+    """NAME.offcpu.folded from the sampler's waiting samples (written even when empty,
+    where it can be told), or the reason there is none."""
+    if sampler.offcpu_reason:
+        return {"offcpu_reason": sampler.offcpu_reason}
+    path = Path(out_dir) / f"{name}.offcpu.folded"
+    write_folded(path, dict(sampler.offcpu))
+    return {"offcpu_folded_path": path, "offcpu_samples": sum(sampler.offcpu.values())}
 
 
 def fallback_warning(reason: str, native: bool) -> str:
@@ -156,7 +171,8 @@ class StackRecorder:
             warning = fallback_warning(self._reason, self.native) if self._reason else ""
             info |= {"sampler_used": "thread", "reason": self._reason or "thread sampler chosen",
                      "native": False, "warning": warning}
-        return finish(stacks, self.out_dir, self.name, timed=self._thread, **info)
+        return finish(stacks, self.out_dir, self.name, timed=self._thread,
+                      **info | offcpu_info(self._thread, self.out_dir, self.name))
 
     def _stop_pyspy(self, spy: PySpyProcess) -> tuple[Folded, str]:
         why = spy.stop()

@@ -58,8 +58,8 @@ def headline(recording: Any) -> Text:
 
 
 def files_line(recording: Any) -> Text:
-    paths = [p for p in (recording.folded_path, recording.svg_path, recording.speedscope_path)
-             if p is not None]
+    paths = [p for p in (recording.folded_path, recording.svg_path, recording.speedscope_path,
+                         getattr(recording, "offcpu_folded_path", None)) if p is not None]
     return Text("files: " + "  ".join(str(p) for p in paths), style="dim")
 
 
@@ -75,7 +75,7 @@ def summary_renderable(recording: Any, top: int = 8) -> Group:
     tail = getattr(recording, "tail", None)
     if tail is not None:
         parts += [Text(""), tail_lines(tail)]
-    parts += [Text(""), files_line(recording)]
+    parts += [Text(""), offcpu_lines(recording), Text(""), files_line(recording)]
     return Group(*parts)
 
 
@@ -90,6 +90,20 @@ def tail_lines(tail: Any, top: int = 3) -> Text:
             for g in tail.growing[:top]]
     return Text("\n".join([head + "; growing in the tail:", *rows,
                            f"  diff: {tail.diff_svg_path}"]))
+
+
+def offcpu_lines(recording: Any, top: int = 3) -> Text:
+    """Where threads waited (off-CPU samples by leaf function), or why that is unknown."""
+    reason = getattr(recording, "offcpu_reason", "")
+    if reason:
+        return Text(f"off-CPU stacks unavailable: {reason}", style="dim")
+    timed = getattr(recording, "timed", None)
+    waits = summarize(dict(timed.offcpu) if timed is not None else {}, top)
+    if not waits.total:
+        return Text("off-CPU: no thread waited at a tick")
+    rows = [f"  {r.share:6.1%}  {r.frame}" for r in waits.top_self]
+    return Text("\n".join([f"off-CPU: {waits.total} samples of waiting threads; waiting in:",
+                           *rows]))
 
 
 def kernels_renderable(profile: Any) -> Table | Text:

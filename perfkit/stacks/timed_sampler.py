@@ -3,9 +3,15 @@
 `TimedSampler` counts folded stacks as ThreadSampler does and also keeps, per sample,
 its tick time (perf_counter, the engine's step clock) and the id of its stack, in two
 parallel lists (ints and floats, no object per sample). perfkit's own measuring threads
-(named "perfkit-...": this sampler, the tail probe) are left out. py-spy's raw output has no
+(named "perfkit-...": this sampler, the tail probe) and the progress bar's refresh thread
+are left out. py-spy's raw output has no
 times, so the tail stacks always come from this sampler (beside py-spy when py-spy
 records the whole level).
+
+Off-CPU: at each tick a thread that did not run since the last one and is not runnable
+(stacks/offcpu.py) is waiting; its stack goes to `offcpu` (folded counts, no times), not
+to the on-CPU counts. `offcpu_reason` says why that count stays empty ("" when it can be
+told on this machine).
 
 GC pauses: the collector holds the GIL, so no tick lands inside a pause. The sampler
 registers a gc callback; pause time, summed until it fills an interval, becomes the
@@ -20,12 +26,19 @@ import gc
 import sys
 import threading
 import time
+from collections import Counter
 from types import FrameType
 from typing import Any
 
+from perfkit.stacks.offcpu import CpuStates
 from perfkit.stacks.thread_sampler import ThreadSampler
 
 GC_FRAME = "gc.collect[gen{gen}] (<gc>:0)"  # synthetic leaf: the collector at work
+
+
+def own_thread(thread: threading.Thread) -> bool:
+    """perfkit's measuring threads, and the progress bar's refresh thread (rich)."""
+    return thread.name.startswith("perfkit-") or type(thread).__module__.startswith("rich.")
 
 
 class TimedSampler(ThreadSampler):
@@ -38,6 +51,9 @@ class TimedSampler(ThreadSampler):
         self._gc_frame: FrameType | None = None
         self._gc_carry = 0.0  # ticks' worth of GC pause not yet turned into samples
         self._lock = threading.Lock()
+        self.offcpu: Counter[str] = Counter()  # folded stack -> samples waiting (off-CPU)
+        self._states = CpuStates(self.interval_s)
+        self.offcpu_reason = self._states.reason  # "" when off-CPU stacks are recorded
 
     def start(self) -> None:
         gc.callbacks.append(self._on_gc)
@@ -55,14 +71,20 @@ class TimedSampler(ThreadSampler):
         return out
 
     def sample_once(self) -> None:
-        skip = {t.ident for t in threading.enumerate() if t.name.startswith("perfkit-")}
+        threads = {t.ident: t for t in threading.enumerate()}
         now = time.perf_counter()
         self.num_ticks += 1
         for ident, frame in sys._current_frames().items():
-            if ident in skip or not (self.idle or self._busy(ident)):
+            thread = threads.get(ident)
+            if thread is not None and own_thread(thread):
+                continue
+            state = self._states.state(ident, None if thread is None else thread.native_id)
+            if state != "on" and not (state == "off" or self.idle):
                 continue
             stack = self.fold(frame)
-            if stack:
+            if stack and state == "off":
+                self.offcpu[stack] += 1
+            if stack and (state == "on" or self.idle):  # idle: every thread, as py-spy --idle
                 self._add(stack, now, 1)
 
     def _add(self, stack: str, at_s: float, n: int, step_s: float = 0.0) -> None:

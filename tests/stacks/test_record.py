@@ -9,11 +9,11 @@ import time
 from pathlib import Path
 
 import pytest
+from flamegraph_rule import check_folded_file
 
 from perfkit.stacks import pyspy as pyspy_mod
 from perfkit.stacks import record as stacks_mod
 from perfkit.stacks import torch_kernels
-from perfkit.stacks.folded import read_folded
 from perfkit.stacks.pyspy import PySpyProcess, failure_line, record_args
 from perfkit.stacks.record import (
     StackRecorder,
@@ -29,7 +29,6 @@ from perfkit.stacks.torch_kernels import (
     torch_frame,
 )
 
-FLAMEGRAPH_LINE = re.compile(r"^(.*)\s+(\d+)$")
 PYSPY_OK, PYSPY_WHY = stacks_status()
 needs_pyspy = pytest.mark.skipif(not PYSPY_OK, reason=f"py-spy cannot record here: {PYSPY_WHY}")
 
@@ -39,16 +38,6 @@ def burn_cpu(seconds: float) -> int:
     while time.perf_counter() < end:
         n += sum(i * i for i in range(200))
     return n
-
-
-def check_folded_file(path: Path) -> dict[str, int]:
-    lines = path.read_text().splitlines()
-    assert lines, f"{path} is empty"
-    for line in lines:
-        match = FLAMEGRAPH_LINE.match(line)
-        assert match, line
-        assert int(match.group(2)) > 0 and match.group(2).isdigit()
-    return read_folded(path)
 
 
 def check_outputs(rec: StackRecording) -> dict[str, int]:
