@@ -185,6 +185,14 @@ def sweep(
         "token ids; with --dataset: how text records become tokens.")] = None,
     endpoint: Annotated[str | None, typer.Option(
         help="With --target: completions (default) or chat (/v1/chat/completions).")] = None,
+    server_profile: Annotated[str | None, typer.Option(
+        help="With --target: run the server's own profiler (POST /start_profile, "
+        "/stop_profile) around these levels' measured phases, e.g. 8 or 8,rate-4 or all "
+        "(vLLM: start it with --profiler-config.profiler=torch "
+        "--profiler-config.torch_profiler_dir=DIR).")] = None,
+    server_profile_dir: Annotated[Path | None, typer.Option(
+        help="With --server-profile: the server's profiler folder, when this machine can "
+        "read it; perfkit lists the trace files each profiled level wrote.")] = None,
 ) -> None:
     """Sweep concurrency (or arrival rate) over the paged KV engine: latency, throughput,
     KV usage, CPU kernel time, GC and GPU memory per level, the knee and findings.
@@ -217,9 +225,11 @@ def sweep(
         base = out if out is not None else (path.parent if path is not None else Path("."))
         check_output_dir(base / "stacks", "--stacks")
         stack_opts = StackOptions(base / "stacks", stack_rate, native)
+    if target is None and (server_profile or server_profile_dir):
+        raise PerfkitError("--server-profile needs --target URL (a server with a profiler)")
     remote = None if target is None else TargetOptions(
         target, model, api_key_env, timeout, scrape_metrics, tokenizer,
-        endpoint or "completions")
+        endpoint or "completions", server_profile, server_profile_dir)
     stop = StopFlag()
     stop.install()
     from perfkit.cli.sweep_progress import ProgressEvents

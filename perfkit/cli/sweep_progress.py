@@ -1,5 +1,6 @@
 """The sweep's terminal companion: a progress bar per level with the running tok/s
-estimate, stack summaries and warnings on stderr (perfkit.run.SweepEvents)."""
+estimate, stack summaries, the server profile's outcome and warnings on stderr
+(perfkit.run.SweepEvents)."""
 
 from __future__ import annotations
 
@@ -52,6 +53,11 @@ class ProgressEvents:
         if self._task is not None:
             self.bar.remove_task(self._task)
             self._task = None
+        prof = level.server_profile
+        if prof is not None:  # --server-profile: where the trace went, or why none
+            line = f"server profile, {level.point.label}: {prof.message}"
+            err_console.print(line if prof.written else f"[yellow]warning:[/] {line}",
+                              soft_wrap=True, highlight=False)
         if recording is None:
             return
         from perfkit.stacks.summary import kernels_renderable, summary_renderable

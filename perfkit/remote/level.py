@@ -15,6 +15,8 @@ cannot measure:
                vllm:kv_cache_usage_perc) and peak_waiting; block and slot counts None.
   guard        None; requests[].preemptions None, requests[].error names a failure.
   stream       tokens per chunk, bursts (remote/stream.py); ITL samples are chunk gaps.
+  client_tail  the p99 TTFT / TPOT requests against the median ones: first-token time and
+               stalls between chunks (result/client_tail.py); `tail` stays None.
   server       the scraped metrics; errors: failures by kind; client: the load
                generator's own cost.
 """
@@ -30,7 +32,8 @@ from perfkit.measure.samplers import LevelMeasurements
 from perfkit.records import RequestRecord
 from perfkit.remote.stream import stream_stats
 from perfkit.result.level import KvSection, LevelResult, LoadPoint
-from perfkit.result.remote import ClientOverhead, ErrorCounts, ServerMetrics
+from perfkit.result.remote import ClientOverhead, ErrorCounts, ServerMetrics, ServerProfile
+from perfkit.summary.client_tail import client_tail_section
 from perfkit.sweep.level import measured_level, request_sample
 
 REMOTE_GPU = "remote target: the server's GPU is not visible from the client"
@@ -50,6 +53,7 @@ class RemoteRun:
     server: ServerMetrics
     measurements: LevelMeasurements
     cached_reported: bool = False  # the server's usage carried cached_tokens
+    server_profile: ServerProfile | None = None  # --server-profile at this level
 
 
 def _kv(server: ServerMetrics) -> KvSection:
@@ -74,6 +78,7 @@ def remote_level_result(run: RemoteRun, slo: SloConfig, percentiles: Sequence[fl
     server = run.server
     level = measured_level(run.point, run.repeat, run.records, slo, run.measurements,
                            _kv(server), percentiles)
+    stream = stream_stats(run.records)
     hit_rate = level.prefix_hit_rate  # first-admission hits, from usage
     if not run.cached_reported:
         hit_rate = server.prefix_hit_rate if server.preemptions == 0 else None
@@ -83,6 +88,7 @@ def remote_level_result(run: RemoteRun, slo: SloConfig, percentiles: Sequence[fl
         prefix_hit_rate=hit_rate,
         gpu=replace(level.gpu, reason=REMOTE_GPU),
         server=server, errors=_errors(run), client=run.overhead,
-        stream=stream_stats(run.records),
+        stream=stream, client_tail=client_tail_section(run.records, stream.itl_unit),
+        server_profile=run.server_profile,
         requests=[request_sample(r, preemptions=False, error=run.errors.get(r.request_id))
                   for r in run.records])

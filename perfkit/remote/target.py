@@ -20,6 +20,7 @@ from perfkit.config.schema import Profile
 from perfkit.errors import PerfkitError
 from perfkit.remote.client import Target, error_kind
 from perfkit.remote.driver import RemoteSweep
+from perfkit.remote.profile import profile_keys
 from perfkit.remote.text import load_renderer
 from perfkit.sweep.plan import SweepPlan
 
@@ -140,6 +141,8 @@ class RemoteOptions:
     scrape_url: str | None
     tokenizer: Path | None = None  # --tokenizer DIR: text prompts of exact token counts
     endpoint: str = "completions"  # --endpoint completions|chat
+    server_profile: str | None = None  # --server-profile LEVELS
+    server_profile_dir: Path | None = None  # --server-profile-dir DIR
 
 
 def connect(opts: RemoteOptions, profile: Profile, plan: SweepPlan) -> RemoteSweep:
@@ -155,4 +158,7 @@ def connect(opts: RemoteOptions, profile: Profile, plan: SweepPlan) -> RemoteSwe
         why = asyncio.run(_probe_metrics(scrape))
         if why is not None:
             raise PerfkitError(f"--scrape-metrics: cannot read {scrape}: {why}")
-    return RemoteSweep(target, scrape, profile, plan, render)
+    keys = profile_keys(opts.server_profile, plan.levels)
+    if opts.server_profile_dir is not None and not keys:
+        raise PerfkitError("--server-profile-dir needs --server-profile LEVELS")
+    return RemoteSweep(target, scrape, profile, plan, render, keys, opts.server_profile_dir)

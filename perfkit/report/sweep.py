@@ -16,6 +16,8 @@ from rich.table import Table
 from rich.text import Text
 
 from perfkit.report.cells import NA, aggregate, count, level_name, lv_short, ms, num, pct
+from perfkit.report.client_tail_cols import CLIENT_TAIL
+from perfkit.report.client_tail_cols import TITLE as CLIENT_TAIL_TITLE
 from perfkit.result import GuardSection, LevelResult, SweepResult
 from perfkit.result.remote import ClientOverhead
 
@@ -157,13 +159,16 @@ def timing_columns(q: float) -> Columns:
 
 def tables_of(result: SweepResult) -> list[tuple[str, Columns]]:
     """The three tables; the guard table when some level ran tool calls or cut a loop;
-    the client table for a remote target. Timings show the sweep's highest percentile."""
+    the client and client-view tail tables for a remote target. Timings show the sweep's
+    highest percentile."""
     tables = list(TABLES)
     tables[0] = (tables[0][0], timing_columns(tail_percentile(result)))
     if any(_guard_ran(lv) for lv in result.levels):
         tables.append(("Guard (counts; µs/step is a timing)", GUARD))
     if any(lv.remote for lv in result.levels):
         tables.append(("Remote target: errors (count) and load-generator cost (noisy)", CLIENT))
+    if any(lv.client_tail is not None for lv in result.levels):
+        tables.append((CLIENT_TAIL_TITLE, CLIENT_TAIL))
     return tables
 
 

@@ -27,8 +27,15 @@ from perfkit.measure.gc import GcStats
 from perfkit.measure.nvml import NvmlStats
 from perfkit.measure.proc import ProcStats
 from perfkit.measure.system import SystemStats
+from perfkit.result.client_tail import ClientTailSection
 from perfkit.result.point import LoadPoint
-from perfkit.result.remote import ClientOverhead, ErrorCounts, ServerMetrics, StreamStats
+from perfkit.result.remote import (
+    ClientOverhead,
+    ErrorCounts,
+    ServerMetrics,
+    ServerProfile,
+    StreamStats,
+)
 from perfkit.result.stacks import StacksInfo
 from perfkit.result.tail import TailSection
 
@@ -213,6 +220,8 @@ class LevelResult:
     stream: StreamStats | None = None  # remote only: how the server's chunks arrived
     stacks: StacksInfo | None = None  # with --stacks
     tail: TailSection | None = None  # in-process: where the p99 requests' time went
+    client_tail: ClientTailSection | None = None  # remote: p99 requests' first token, stalls
+    server_profile: ServerProfile | None = None  # remote, --server-profile levels only
     requests: list[RequestSample] = field(default_factory=list)
 
     @property

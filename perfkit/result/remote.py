@@ -70,3 +70,13 @@ class StreamStats:
     burst_share: float | None  # of completed measured requests
     burst_span_s: float  # the threshold used
     degenerate: bool  # burst_share > 0.5: TPOT, ITL and a knee on them mean nothing
+
+
+@dataclass(frozen=True)
+class ServerProfile:
+    """--server-profile at this level: the server's own profiler around the measured phase."""
+
+    written: bool  # the server started and stopped its profiler: its trace is written
+    message: str  # one line: where the trace went, or why there is none (and the fix)
+    trace_dir: str | None  # --server-profile-dir, when given
+    trace_files: list[str] = field(default_factory=list)  # files new there after the level

@@ -52,6 +52,8 @@ class TargetOptions:
     scrape_url: str | None = None
     tokenizer: Path | None = None  # --tokenizer DIR: text prompts (remote/text.py)
     endpoint: str = "completions"  # --endpoint completions|chat
+    server_profile: str | None = None  # --server-profile LEVELS (remote/profile.py)
+    server_profile_dir: Path | None = None  # --server-profile-dir DIR
 
 
 class SweepEvents(Protocol):
@@ -102,7 +104,8 @@ def _remote(prof: Profile, plan: SweepPlan, opts: TargetOptions
     from perfkit.remote.target import RemoteOptions, connect
 
     remote = connect(RemoteOptions(opts.url, opts.model, opts.api_key_env, opts.timeout_s,
-                                   opts.scrape_url, opts.tokenizer, opts.endpoint), prof, plan)
+                                   opts.scrape_url, opts.tokenizer, opts.endpoint,
+                                   opts.server_profile, opts.server_profile_dir), prof, plan)
 
     def run_one(point: LoadPoint, repeat: int, tick: Callable[[RequestRecord], None]
                 ) -> LevelResult:

@@ -3,7 +3,9 @@
 It streams `tokens_per_chunk` tokens per SSE chunk, can refuse (status + Retry-After),
 stall, send no usage, cut a stream after a few chunks, or die: after `die_after`
 requests it cuts the next stream and stops listening, so later requests find the
-port closed (or their kept-alive connection cut).
+port closed (or their kept-alive connection cut). Every `stall_every`-th request waits
+`stall_gap_s` before its chunk `stall_at` (chunks otherwise `chunk_gap_s` apart). With a
+`profile_dir` it has vLLM's /start_profile and /stop_profile (stop writes a trace there).
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import json
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -31,6 +34,12 @@ class StubConfig:
     die_after: int | None = None  # requests served whole before the server dies
     metrics: Callable[[], str] = lambda: "vllm:num_requests_running 0\n"
     bodies: list[dict[str, Any]] = field(default_factory=list)  # every request body seen
+    chunk_gap_s: float = 0.0  # sleep between chunks
+    stall_every: int = 0  # every N-th request served stalls once (0: none)
+    stall_at: int = 5  # before this chunk (0-based)
+    stall_gap_s: float = 0.05
+    profile_dir: Path | None = None  # serve /start_profile and /stop_profile
+    profile_calls: list[str] = field(default_factory=list)  # "start <prefix>", "stop"
 
 
 def _sse(obj: Any) -> bytes:
@@ -42,6 +51,7 @@ class Stub:
         self.cfg = cfg
         self.served = 0
         self.dead = False
+        self._prefix = "trace"
         self.loop = asyncio.new_event_loop()
         self.runner: web.AppRunner | None = None
         self.site: web.TCPSite | None = None
@@ -58,7 +68,22 @@ class Stub:
         app.router.add_get("/v1/models", self.models)
         app.router.add_post("/v1/completions", self.completions)
         app.router.add_get("/metrics", self.metrics)
+        if self.cfg.profile_dir is not None:
+            app.router.add_post("/start_profile", self.start_profile)
+            app.router.add_post("/stop_profile", self.stop_profile)
         return app
+
+    async def start_profile(self, request: web.Request) -> web.Response:
+        body = await request.json() if request.can_read_body else {}
+        self.cfg.profile_calls.append(f"start {body.get('profile_prefix')}")
+        self._prefix = str(body.get("profile_prefix") or "trace")
+        return web.Response()
+
+    async def stop_profile(self, request: web.Request) -> web.Response:
+        self.cfg.profile_calls.append("stop")
+        assert self.cfg.profile_dir is not None
+        (self.cfg.profile_dir / f"{self._prefix}_rank0.pt.trace.json").write_text("{}")
+        return web.Response()
 
     def _run(self) -> None:
         asyncio.set_event_loop(self.loop)
@@ -102,10 +127,12 @@ class Stub:
                                      headers=headers)
         dying = cfg.die_after is not None and self.served >= cfg.die_after
         self.served += 1
-        return await self._stream(request, body["max_tokens"], 2 if dying else None, dying)
+        stalls = cfg.stall_every > 0 and self.served % cfg.stall_every == 0
+        return await self._stream(request, body["max_tokens"], 2 if dying else None, dying,
+                                  cfg.stall_at if stalls else -1)
 
     async def _stream(self, request: web.Request, max_tokens: int, cut: int | None,
-                      dying: bool) -> web.StreamResponse:
+                      dying: bool, stall_at: int = -1) -> web.StreamResponse:
         cfg = self.cfg
         cut = cfg.cut_after_chunks if cut is None else cut
         resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
@@ -113,6 +140,9 @@ class Stub:
         await asyncio.sleep(cfg.stall_s)
         sent, chunks = 0, 0
         while sent < max_tokens:
+            gap = cfg.stall_gap_s if chunks == stall_at else cfg.chunk_gap_s
+            if chunks and gap:
+                await asyncio.sleep(gap)
             n = min(cfg.tokens_per_chunk, max_tokens - sent)
             sent += n
             finish = cfg.finish_reason if sent == max_tokens else None

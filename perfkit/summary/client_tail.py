@@ -1,0 +1,81 @@
+"""A remote level's records -> ClientTailSection (result/client_tail.py: the rules).
+
+Each request's chunk times are on the level's clock; its gaps are consecutive differences.
+The tail and median groups are cut as the in-process breakdown cuts them (result/tail.py):
+>= p99 of the metric, and p40..p60.
+"""
+
+from __future__ import annotations
+
+from itertools import pairwise
+from statistics import median
+
+from perfkit.records import RequestRecord
+from perfkit.result.client_tail import (
+    MAX_REQUESTS_KEPT,
+    MAX_STALLS_KEPT,
+    MIN_GAPS,
+    MIN_STALL_S,
+    STALL_FACTOR,
+    ClientRequest,
+    ClientTailGroup,
+    ClientTailSection,
+    Stall,
+)
+from perfkit.result.tail import TAIL_Q, quantile
+from perfkit.summary.tail_breakdown import MEDIAN_HI, MEDIAN_LO
+
+
+def stalls_of(times: list[float]) -> tuple[float | None, list[Stall]]:
+    """(the median gap, every stall in order) of one request's chunk times."""
+    gaps = [b - a for a, b in pairwise(times)]
+    if len(gaps) < MIN_GAPS:
+        return None, []
+    mid = median(gaps)
+    limit = max(STALL_FACTOR * mid, MIN_STALL_S)
+    return mid, [Stall(i + 1, g) for i, g in enumerate(gaps) if g > limit]
+
+
+def client_request(rec: RequestRecord) -> ClientRequest:
+    times, ttft = rec.token_times_s, rec.ttft_s or 0.0
+    mid, stalls = stalls_of(times)
+    kept = sorted(sorted(stalls, key=lambda s: -s.gap_s)[:MAX_STALLS_KEPT], key=lambda s: s.index)
+    return ClientRequest(rec.request_id, ttft, rec.tpot_s, times[-1] - times[0] if times else 0.0,
+                         mid, len(stalls), sum(s.gap_s for s in stalls), kept)
+
+
+def _group(views: list[ClientRequest], metric: str, which: str, threshold: float
+           ) -> ClientTailGroup:
+    n = max(len(views), 1)
+    gaps = [v.median_gap_s for v in views if v.median_gap_s is not None]
+    return ClientTailGroup(
+        metric, which, threshold, len(views),
+        ttft_s=sum(v.ttft_s for v in views) / n, decode_s=sum(v.decode_s for v in views) / n,
+        median_gap_s=sum(gaps) / len(gaps) if gaps else None,
+        num_stalls=sum(v.num_stalls for v in views) / n,
+        stall_s=sum(v.stall_s for v in views) / n,
+        requests=views[:MAX_REQUESTS_KEPT] if which == "tail" else [])
+
+
+def _metric(view: ClientRequest, metric: str) -> float | None:
+    return view.ttft_s if metric == "ttft" else view.tpot_s
+
+
+def client_tail_section(records: list[RequestRecord], itl_unit: str) -> ClientTailSection | None:
+    """None when no measured request completed with a first chunk."""
+    done = [r for r in records if not r.warmup and r.completed and r.token_times_s]
+    if not done:
+        return None
+    views = [client_request(r) for r in done]
+    groups = []
+    for metric in ("ttft", "tpot"):
+        pairs = sorted(((v, x) for x in views if (v := _metric(x, metric)) is not None),
+                       key=lambda p: -p[0])  # slowest first
+        if not pairs:
+            continue
+        values = [v for v, _ in pairs]
+        p99, lo, hi = (quantile(values, q) for q in (TAIL_Q, MEDIAN_LO, MEDIAN_HI))
+        groups.append(_group([x for v, x in pairs if v >= p99], metric, "tail", p99))
+        groups.append(_group([x for v, x in pairs if lo <= v <= hi], metric, "median",
+                             quantile(values, 0.5)))
+    return ClientTailSection(STALL_FACTOR, MIN_STALL_S, itl_unit, groups)
