@@ -86,16 +86,18 @@ async def _warm_done(on_warm: OnWarm) -> None:
         await result
 
 
-def _until(specs: list[RequestSpec], least: tuple[int, float] | None) -> Iterator[RequestSpec]:
-    """The specs in order; with `least` (count, seconds), none after both are reached."""
-    start = time.perf_counter()
+def submitted_until(specs: list[RequestSpec], least: tuple[int, float] | None,
+                    clock: Callable[[], float] = time.perf_counter) -> Iterator[RequestSpec]:
+    """The specs in order; with `least` (count, seconds), none after both are reached
+    (seconds on `clock`, from the first spec taken: the predictor's is virtual)."""
+    start = clock()
     for i, spec in enumerate(specs):
-        if least is not None and i >= least[0] and time.perf_counter() - start >= least[1]:
+        if least is not None and i >= least[0] and clock() - start >= least[1]:
             return
         yield spec
 
 
-def _conversations(specs: Iterator[RequestSpec]) -> Iterator[list[RequestSpec]]:
+def conversations(specs: Iterator[RequestSpec]) -> Iterator[list[RequestSpec]]:
     """Consecutive turns of one conversation as one item (a client sends them in order);
     every other spec alone."""
     group: list[RequestSpec] = []
@@ -149,7 +151,7 @@ async def closed_loop(serve: Serve, specs: list[RequestSpec], concurrency: int,
                 on_record(records[-1])
 
     for phase, warmup in ((specs[:num_warmup], True), (specs[num_warmup:], False)):
-        feed = _conversations(iter(phase) if warmup else _until(phase, least))
+        feed = conversations(iter(phase) if warmup else submitted_until(phase, least))
         delays = [0.0] * concurrency if warmup or starts is None else starts
         await asyncio.gather(*(client(feed, warmup, delays[j])
                                for j in range(min(concurrency, len(phase)))))
