@@ -21,8 +21,9 @@ def report(
     png: Annotated[Path | None, typer.Option(
         "--png", help="Also write every chart as DIR/<chart>.png (needs Chromium).")] = None,
     flame: Annotated[str | None, typer.Option(
-        "--flame", help="Level whose flame graph to embed, e.g. 8 or rate-4 "
-        "(default: the highest concurrency recorded with --stacks).")] = None,
+        "--flame", help="Level whose flame graph and tail view to show, e.g. 8 or rate-4 "
+        "(default: the highest concurrency recorded with --stacks; without stacks the "
+        "tail view takes the knee's level).")] = None,
     label: Annotated[list[str] | None, typer.Option(
         "--label", help="Name of each input in the charts, one per file, in order "
         "(default: the file names).")] = None,
@@ -31,7 +32,8 @@ def report(
 ) -> None:
     """One HTML file with plots: throughput and latency against concurrency (knee marked),
     latency distributions, KV usage, CPU time and page faults, GPU memory, fragmentation
-    by policy, the findings and a flame graph. Opens offline."""
+    by policy, the findings, a flame graph and the tail view (why p99 is high at a level:
+the differential flame graph and the tail breakdown). Opens offline."""
     # imported here: the report modules load only when a report is written, not for --help
     from perfkit.files import check_output, check_output_dir
     from perfkit.report.html import write_report_files

@@ -72,7 +72,7 @@ def choose_key(sweeps: Sequence[SweepIn], requested: str | None) -> str | None:
                                      level_order(found[k])[1], -found[k].repeat))
 
 
-def _candidates(recorded: str, s: SweepIn, search_dirs: Sequence[Path]) -> list[Path]:
+def candidates(recorded: str, s: SweepIn, search_dirs: Sequence[Path]) -> list[Path]:
     """The result folder first, then as written, then beside the result or a search dir
     (a moved folder whose old result holds working-directory-relative paths)."""
     found = stack_path_candidates(recorded, s.inp.source)
@@ -84,7 +84,7 @@ def _candidates(recorded: str, s: SweepIn, search_dirs: Sequence[Path]) -> list[
             *(d / "stacks" / name for d in dirs), *(d / name for d in dirs)]
 
 
-def _read_svg(paths: Sequence[Path]) -> tuple[str | None, str]:
+def read_svg(paths: Sequence[Path]) -> tuple[str | None, str]:
     for path in paths:
         try:
             body = path.read_text(encoding="utf-8")
@@ -106,7 +106,7 @@ def flames(sweeps: Sequence[SweepIn], requested: str | None,
         if lv is None or lv.stacks is None or lv.stacks.svg_path is None:
             continue
         recorded = lv.stacks.svg_path
-        svg, note = _read_svg(_candidates(recorded, s, search_dirs))
+        svg, note = read_svg(candidates(recorded, s, search_dirs))
         out.append(Flame(s.label, key or "", recorded, svg, note))
     return out
 

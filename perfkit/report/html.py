@@ -1,7 +1,8 @@
 """One self-contained HTML report from sweep and fragmentation results.
 
 The page has no scripts and loads nothing: CSS is inline, charts are inline
-SVG, the flame graph sits in a sandboxed srcdoc frame. Every chart is a
+SVG, the flame graph (and the tail view's differential one) sits in a sandboxed srcdoc
+frame. Every chart is a
 `<figure class="chart" id="chart-ID" data-chart="JSON">` whose JSON holds exactly
 the numbers it plots (raw units), for tests and for anyone who wants the data.
 """
@@ -21,6 +22,7 @@ from perfkit.report.charts import Chart, color_of
 from perfkit.report.report_inputs import InMemory, ReportInput, inputs_from_results, load_inputs
 from perfkit.report.resource_charts import cpu_charts, frag_chart, gpu_chart, kv_chart
 from perfkit.report.sweep_charts import distribution_charts, load_charts, sweeps_of
+from perfkit.report.tail_view import tail_view
 
 CSS = """
 :root{color-scheme:light}
@@ -40,6 +42,7 @@ td,th{border:1px solid #d0d7de;padding:3px 8px;text-align:left;vertical-align:to
 .sev{font-weight:600;text-transform:uppercase;font-size:11px;padding:1px 5px;border-radius:3px;
  margin-right:6px}.sev-warning,.sev-error{background:#fff1e5;color:#953800}
 .sev-info{background:#ddf4ff;color:#0969da}.sev-critical{background:#ffebe9;color:#cf222e}
+table.tail{margin:8px 0}
 li{margin:6px 0}details{font-size:12px;color:#57606a}pre{white-space:pre-wrap;margin:2px 0}
 """
 
@@ -125,6 +128,21 @@ def _flame_section(inputs: Sequence[ReportInput], flame: str | None,
                   "samples). Choose another level with --flame.")
 
 
+def _tail_section(inputs: Sequence[ReportInput], flame: str | None,
+                  search_dirs: Sequence[Path]) -> str:
+    """The chosen level's tail view: the flame graph's level, else the knee's."""
+    sweeps = sweeps_of(inputs)
+    key = flame_embed.choose_key(sweeps, flame)
+    body, data = tail_view(sweeps, key, search_dirs)
+    if not data:
+        return body
+    return figure("tail-view", f"Tail view, level {data[0]['level']}", body,
+                  {"kind": "tail", "inputs": data},
+                  "The p99 requests against the median ones at this level, and the engine "
+                  "steps slower than p99 against the median steps. Choose the level with "
+                  "--flame.")
+
+
 def charts_of(inputs: Sequence[ReportInput]) -> list[tuple[str, str, list[Chart]]]:
     """(anchor, section title, charts) in page order; sections without data left out."""
     sweeps = sweeps_of(inputs)
@@ -150,6 +168,8 @@ def render_html(inputs: Sequence[ReportInput], flame: str | None = None,
     if sweeps_of(inputs):
         sections.append(_section("findings", "Findings", findings_html(inputs)))
         sections.append(_section("flame", "Flame graph", flame_html))
+        sections.append(_section("tail", "Why is p99 high?",
+                                 _tail_section(inputs, flame, search_dirs)))
     title = "perfkit report: " + ", ".join(inp.label for inp in inputs)
     return ("<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
             "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
