@@ -1,5 +1,6 @@
 """torch loads only for what runs tensors: `perfkit --help`, every `perfkit X --help`,
-`gate`, `report`, `fragmentation --simulate` and `profiles` leave it out of sys.modules.
+`gate`, `report`, `fragmentation --simulate`, `predict` and `profiles` leave it out of
+sys.modules.
 
 Each check runs the real app in a fresh interpreter (this test process may have torch
 loaded already) and, when torch did load, names the chain of perfkit modules that
@@ -27,6 +28,7 @@ def _load(name: str, path: Path):
 
 gate_docs = _load("gate_docs", _HERE / "gate" / "gate_docs.py")
 report_docs = _load("report_docs", _HERE / "report" / "report_docs.py")
+predict_docs = _load("predict_docs", _HERE / "predict" / "predict_docs.py")
 
 # In the child: note who imports torch first, import the real app, then run each case's
 # `perfkit ARGS` in turn, noting the first case after which torch is loaded.
@@ -72,7 +74,7 @@ print(json.dumps(out))
 """
 
 COMMANDS = ("profiles", "env", "sweep", "bench", "stacks", "gate", "fragmentation",
-            "report", "serve")
+            "report", "serve", "calibrate", "predict")
 
 def _cases(tmp: Path) -> list[tuple[str, list[str] | None]]:
     """(case, perfkit's arguments; None: import perfkit.cli.main only), inputs in tmp."""
@@ -80,6 +82,7 @@ def _cases(tmp: Path) -> list[tuple[str, list[str] | None]]:
     result.write_text(json.dumps(gate_docs.noisy_doc(1)))
     sweep = report_docs.write(tmp / "sweep.json", report_docs.sweep_doc())
     frag = report_docs.write(tmp / "frag.json", report_docs.frag_doc())
+    cal = predict_docs.write(tmp / "cal.json")
     return [
         ("import perfkit.cli.main", None),
         ("--help", ["--help"]),
@@ -91,6 +94,7 @@ def _cases(tmp: Path) -> list[tuple[str, list[str] | None]]:
         ("report", ["report", str(sweep), str(frag), "-o", str(tmp / "report.html")]),
         ("fragmentation --simulate", ["fragmentation", "--simulate", "--requests", "20",
                                       "--block-sizes", "16", "--jobs", "1"]),
+        ("predict", ["predict", "-c", str(cal), "--concurrency", "1,2", "--requests", "8"]),
     ]
 
 

@@ -15,6 +15,7 @@ from rich.console import Console
 from rich.markup import escape
 from typer.core import TyperGroup
 
+from perfkit.config.bounds import MAX_CONCURRENCY, MAX_RATE, MAX_REPEATS, MAX_REQUESTS, MIN_RATE
 from perfkit.errors import PerfkitError
 
 if TYPE_CHECKING:
@@ -129,4 +130,33 @@ def dataset_sets(dataset: Path | None, tokenizer: Path | None = None) -> list[st
     out = [f"workload.dataset.path={json.dumps(str(dataset))}"]
     if tokenizer is not None:
         out.append(f"workload.dataset.tokenizer={json.dumps(str(tokenizer))}")
+    return out
+
+
+def load_sets(sets: list[str] | None, concurrency: str | None, rate: str | None,
+              requests: int | None, repeats: int | None, warmup: int | None,
+              device: str | None, seed: int | None) -> list[str]:
+    """Command-line values become profile overrides: the resolved profile (and its hash)
+    describes the run exactly, and they are validated like the file."""
+    out = list(sets or [])
+    if concurrency is not None:
+        levels = parse_list(concurrency, int, "--concurrency", bounds=(1, MAX_CONCURRENCY))
+        out.append(f"sweep.concurrency={levels}")
+    if rate is not None:
+        rates = parse_list(rate, float, "--rate", bounds=(MIN_RATE, MAX_RATE))
+        out.append(f"sweep.rates={rates}")
+    if (concurrency is None) != (rate is None):
+        out.append("sweep.rates=[]" if rate is None else "sweep.concurrency=[]")
+    for key, value, limit in (("--requests", requests, MAX_REQUESTS),
+                              ("--repeats", repeats, MAX_REPEATS),
+                              ("--warmup", warmup, MAX_REQUESTS)):
+        if value is not None and not (0 if key == "--warmup" else 1) <= value <= limit:
+            raise PerfkitError(f"{key}: expected {'0' if key == '--warmup' else '1'} to "
+                               f"{limit:,}, got {str(value)[:40]}")
+    for key, value in (("workload.num_requests", requests), ("sweep.repeats", repeats),
+                       ("sweep.warmup", warmup), ("workload.seed", seed)):
+        if value is not None:
+            out.append(f"{key}={value}")
+    if device is not None:
+        out.append(f'engine.device="{device}"')
     return out

@@ -9,9 +9,11 @@ import typer
 from perfkit import __version__
 from perfkit.cli import (
     bench,
+    calibrate,
     env,
     fragmentation,
     gate,
+    predict,
     profiles,
     report,
     serve,
@@ -40,6 +42,12 @@ app.command("gate", short_help="CI regression gate: baseline vs current sweep.")
 app.command(
     "fragmentation", short_help="KV memory waste by kind under allocation policies."
 )(fragmentation.fragmentation)
+app.command(
+    "calibrate", short_help="Fit the step-time model from a short live run (for predict)."
+)(calibrate.calibrate)
+app.command(
+    "predict", short_help="Predicted TTFT, TPOT, throughput per level from a calibration."
+)(predict.predict)
 app.command("report", short_help="One self-contained HTML report with plots.")(report.report)
 app.command(
     "serve", short_help="The engine behind an OpenAI-compatible HTTP server."

@@ -16,16 +16,10 @@ from perfkit.cli.common import (
     console,
     dataset_sets,
     err_console,
+    load_sets,
     parse_list,
     resolve_profile,
     user_errors,
-)
-from perfkit.config.bounds import (
-    MAX_CONCURRENCY,
-    MAX_RATE,
-    MAX_REPEATS,
-    MAX_REQUESTS,
-    MIN_RATE,
 )
 from perfkit.errors import PerfkitError
 from perfkit.files import check_output, check_output_dir
@@ -70,35 +64,6 @@ def _percentile_sets(text: str | None) -> list[str]:
     if any(q >= 100 for q in qs):
         raise PerfkitError(f"--percentiles: each must be in (0, 100), got {text!r}")
     return [f"sweep.percentiles={sorted(set(qs))}"]
-
-
-def _sets(sets: list[str] | None, concurrency: str | None, rate: str | None,
-          requests: int | None, repeats: int | None, warmup: int | None,
-          device: str | None, seed: int | None) -> list[str]:
-    """Command-line values become profile overrides: the resolved profile (and its hash)
-    describes the run exactly, and they are validated like the file."""
-    out = list(sets or [])
-    if concurrency is not None:
-        levels = parse_list(concurrency, int, "--concurrency", bounds=(1, MAX_CONCURRENCY))
-        out.append(f"sweep.concurrency={levels}")
-    if rate is not None:
-        rates = parse_list(rate, float, "--rate", bounds=(MIN_RATE, MAX_RATE))
-        out.append(f"sweep.rates={rates}")
-    if (concurrency is None) != (rate is None):
-        out.append("sweep.rates=[]" if rate is None else "sweep.concurrency=[]")
-    for key, value, limit in (("--requests", requests, MAX_REQUESTS),
-                              ("--repeats", repeats, MAX_REPEATS),
-                              ("--warmup", warmup, MAX_REQUESTS)):
-        if value is not None and not (0 if key == "--warmup" else 1) <= value <= limit:
-            raise PerfkitError(f"{key}: expected {'0' if key == '--warmup' else '1'} to "
-                               f"{limit:,}, got {str(value)[:40]}")
-    for key, value in (("workload.num_requests", requests), ("sweep.repeats", repeats),
-                       ("sweep.warmup", warmup), ("workload.seed", seed)):
-        if value is not None:
-            out.append(f"{key}={value}")
-    if device is not None:
-        out.append(f'engine.device="{device}"')
-    return out
 
 
 def _result_path(json_path: Path | None, out_dir: Path | None, force: bool,
@@ -207,9 +172,9 @@ def sweep(
         raise PerfkitError(f"--format: expected table, json, markdown or csv, got {fmt!r}")
     check_remote_flags(target, api_key_env, timeout, scrape_metrics, device,
                        tokenizer if dataset is None else None, endpoint)
+    sets = load_sets(set_, concurrency, rate, requests, repeats, warmup, device, seed)
     prof = resolve_profile(profile, None if target else model,
-                           _sets(set_, concurrency, rate, requests, repeats, warmup, device, seed)
-                           + dataset_sets(dataset, tokenizer) + _percentile_sets(percentiles))
+                           sets + dataset_sets(dataset, tokenizer) + _percentile_sets(percentiles))
     if target is None:
         from perfkit.config.profile import check_pool
 

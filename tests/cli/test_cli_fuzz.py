@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from perfkit.cli.main import app
 
 COMMANDS = ["sweep", "fragmentation", "stacks", "bench", "gate", "report", "serve",
-            "profiles", "env"]
+            "profiles", "env", "calibrate", "predict"]
 VALUES = ["1", "0", "-1", "2", "nan", "inf", "-inf", "1e-9", "1e308", "1000000000000",
           "99999999999999999999999", "abc", "", " ", "1,2", "0,16", "x" * 300, "/proc/x",
           "/etc/passwd/x", "FILE", "DIR", "RESULT", "default", "tiny", "warp.drive=1",
@@ -36,6 +36,8 @@ def stubbed(monkeypatch, tmp_path):
     import perfkit.cli.bench
     import perfkit.fragmentation.policies
     import perfkit.measure.envinfo
+    import perfkit.predict.calibrate
+    import perfkit.predict.levels
     import perfkit.run
     import perfkit.serve.lifecycle
     import perfkit.stacks.external
@@ -45,7 +47,9 @@ def stubbed(monkeypatch, tmp_path):
                          (perfkit.stacks.external, "record_command"),
                          (perfkit.stacks.external, "record_pid"),
                          (perfkit.serve.lifecycle, "bind"),
-                         (perfkit.measure.envinfo, "collect")):
+                         (perfkit.measure.envinfo, "collect"),
+                         (perfkit.predict.calibrate, "calibrate"),
+                         (perfkit.predict.levels, "predict_profile")):
         monkeypatch.setattr(module, name, _reached_the_work)
     monkeypatch.chdir(tmp_path)
     from tests.gate import gate_docs
