@@ -45,6 +45,19 @@ def _block_sizes(text: str) -> tuple[int, ...]:
     return tuple(sorted(set(sizes)))
 
 
+def _check_loop(arrivals: str, concurrency: int | None, live_: bool) -> None:
+    if arrivals not in ("saturate", "profile", "closed"):
+        raise PerfkitError(f"--arrivals: expected saturate, profile or closed, got {arrivals!r}")
+    if arrivals == "closed" and live_:
+        raise PerfkitError("--arrivals closed: the replays only (--simulate), not --live")
+    if (arrivals == "closed") != (concurrency is not None):
+        raise PerfkitError("--concurrency: give it with --arrivals closed (the clients), "
+                           "and only then")
+    if concurrency is not None and not 1 <= concurrency <= MAX_REQUESTS:
+        raise PerfkitError(f"--concurrency: expected 1 to {MAX_REQUESTS:,} clients, got "
+                           f"{str(concurrency)[:40]}")
+
+
 def _check(simulate_: bool, live_: bool, requests: int | None, step_ms: float,
            jobs: int, gpu: str | None, arrivals: str, json_out: Path | None,
            force: bool) -> None:
@@ -61,8 +74,6 @@ def _check(simulate_: bool, live_: bool, requests: int | None, step_ms: float,
         raise PerfkitError(f"--jobs: expected 1 to 256 processes, got {str(jobs)[:40]}")
     if gpu is not None and gpu not in GPU_MEMORY:
         raise PerfkitError(f"--gpu: unknown GPU {gpu!r}; choose one of {', '.join(GPU_MEMORY)}")
-    if arrivals not in ("saturate", "profile"):
-        raise PerfkitError(f"--arrivals: expected saturate or profile, got {arrivals!r}")
     if json_out is not None:
         check_output(json_out, force, "--json")
 
@@ -107,7 +118,14 @@ def fragmentation(
         "--live", help="Also run the real engine and report its BlockPool over time.")] = False,
     arrivals: Annotated[str, typer.Option(
         "--arrivals", help="saturate: every request waits from step 0 (the pool stays full); "
-        "profile: the profile's arrival process.")] = "saturate",
+        "profile: the profile's arrival process; closed: --concurrency clients, each "
+        "sending its next request when the previous one finished.")] = "saturate",
+    concurrency: Annotated[int | None, typer.Option(
+        "--concurrency", help="Clients of --arrivals closed.")] = None,
+    client_delay_steps: Annotated[int | None, typer.Option(
+        "--client-delay-steps", help="--arrivals closed: engine steps from a request's "
+        "finish to its client's next arrival, beyond the next step (a real client's round "
+        "trip) [default: the profile's workload.client_delay_steps, 0].")] = None,
     step_ms: Annotated[float, typer.Option(
         "--step-ms", help="Milliseconds per engine step, to turn --arrivals profile "
         "into steps.")] = 25.0,
@@ -118,19 +136,30 @@ def fragmentation(
     force: Annotated[bool, typer.Option(help="Overwrite an existing --json file.")] = False,
     dataset: Annotated[Path | None, typer.Option(
         help="Replay a dataset or trace file's requests (as sweep --dataset).")] = None,
+    no_jit: Annotated[bool, typer.Option(
+        "--no-jit", help="Run the replays as plain Python, not compiled (the reference; "
+        "also PERFKIT_NO_JIT=1).")] = False,
 ) -> None:
     """Replay the profile's requests through contiguous and paged KV allocation on one
     memory budget: token states, reserved, internal and external fragmentation, free."""
     # imported here: the replays (and the engine, for --live) load only when they run
+    from perfkit.fragmentation.jit import numba_missing
     from perfkit.fragmentation.policies import FragConfig, kv_budget, simulate
     from perfkit.fragmentation.render import render, to_dict, write_json
 
     _check(simulate_, live_, requests, step_ms, jobs, gpu, arrivals, json_out, force)
+    _check_loop(arrivals, concurrency, live_)
     sizes = _block_sizes(block_sizes)
-    prof = resolve_profile(profile, model, [*(set_ or []), *dataset_sets(dataset)])
+    delay = [] if client_delay_steps is None \
+        else [f"workload.client_delay_steps={client_delay_steps}"]
+    prof = resolve_profile(profile, model, [*(set_ or []), *dataset_sets(dataset), *delay])
     budget = kv_budget(prof, kv_memory, gpu)
     num = requests or (prof.workload.num_requests if live_ else SIMULATE_REQUESTS)
-    cfg = FragConfig(sizes, num, cast("Arrivals", arrivals), step_ms / 1e3, jobs)
+    note = None if no_jit else numba_missing()
+    if note is not None:
+        typer.echo(f"note: {note}", err=True)
+    cfg = FragConfig(sizes, num, cast("Arrivals", arrivals), step_ms / 1e3, jobs,
+                     concurrency or 0, not no_jit)
     live_prof = _live_profile(prof, budget, kv_memory is not None or gpu is not None) \
         if live_ else None
     report = simulate(prof, budget, cfg)  # before the engine starts threads: it may fork

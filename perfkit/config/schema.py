@@ -191,11 +191,16 @@ class WorkloadConfig:
     priorities: list[PriorityClass] = field(default_factory=list)
     arrival: Arrival = field(default_factory=Arrival)
     seed: int = 0
+    # fragmentation replays, closed loop: engine steps from a request's finish to its
+    # client's next arrival, beyond the next step (a real client's round trip; 0 = next)
+    client_delay_steps: int = 0
 
     def check(self) -> None:
         _positive("num_requests", self.num_requests)
         _at_most("num_requests", self.num_requests, MAX_REQUESTS)
         _share("tool_call_share", self.tool_call_share)
+        _positive("client_delay_steps", self.client_delay_steps, allow_zero=True)
+        _at_most("client_delay_steps", self.client_delay_steps, MAX_COUNT)
 
 
 @dataclass

@@ -17,7 +17,8 @@ live run (fragmentation/live.py), so both see the same step clock and accounting
     reserved  = allocated - used - internal;  free = free blocks x block_size
     external  = 0 (any free block serves any request)
 The waiting queue is not capped (max_waiting is raised to the number of requests):
-the replay measures memory, not the front door's queue limit.
+the replay measures memory, not the front door's queue limit. A closed loop assigns
+arrivals as requests finish, by the paged kernel's rule (`drive_arrivals`).
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from perfkit.fragmentation.types import PolicyResult, Slots
 from perfkit.workload import RequestSpec
 
 NULL_TOKEN = 1  # what the null executor "samples"
+NEVER = 1 << 62  # a step no replay reaches: an arrival not yet assigned
 UNLIMITED = 1 << 40  # a token budget no step reaches
 
 
@@ -100,40 +102,61 @@ class ExactReplay:
 
 
 def drive_arrivals(arrival_steps: list[int], add: Callable[[int], bool],
-                   has_work: Callable[[], bool], step: Callable[[int, bool], None]) -> int:
+                   has_work: Callable[[], bool], step: Callable[[int, bool], int],
+                   clients: int = 0, delay: int = 0) -> int:
     """Submit request i at step arrival_steps[i] (add(i) says whether it was rejected), call
-    step(t, more_arrivals) at every step with work, jump over idle gaps. Returns the number
-    of rejections. Shared by the scheduler replay and the live engine run, so both see the
-    same step clock."""
-    rejected = nxt = 0
+    step(t, more_arrivals) at every step with work (it returns the requests that finished),
+    jump over idle gaps. Returns the number of rejections. Shared by the scheduler replay
+    and the live engine run, so both see the same step clock.
+
+    Closed loop (clients > 0; arrival_steps ignored): the first `clients` requests arrive
+    at step 0; a finish in step t brings the next request at t + 1 + delay, a rejection at
+    t + delay (the paged kernel's rule)."""
     num = len(arrival_steps)
-    t = arrival_steps[0] if num else 0
+    arrival = list(arrival_steps) if not clients else \
+        [0 if i < clients else NEVER for i in range(num)]
+    assigned = min(clients, num)
+
+    def answered(at: int) -> None:
+        nonlocal assigned
+        if clients and assigned < num:
+            arrival[assigned] = at
+            assigned += 1
+
+    rejected = nxt = 0
+    t = arrival[0] if num else 0
     while nxt < num or has_work():
-        while nxt < num and arrival_steps[nxt] <= t:
-            rejected += add(nxt)
+        while nxt < num and arrival[nxt] <= t:
+            if add(nxt):
+                rejected += 1
+                answered(t + delay)
             nxt += 1
         if not has_work():
-            if nxt >= num:
+            if nxt >= num or arrival[nxt] >= NEVER:
                 break
-            t = arrival_steps[nxt]
+            t = arrival[nxt]
             continue
-        step(t, nxt < num)
+        for _ in range(step(t, nxt < num)):
+            answered(t + 1 + delay)
         t += 1
     return rejected
 
 
 def record_engine(engine: Engine, specs: list[RequestSpec], arrival_steps: list[int],
-                  rec: Recorder, after_step: Callable[[], None] | None = None) -> tuple[int, int]:
-    """Submit specs[i] at step arrival_steps[i], step the engine, and record its pool after
-    every step that ran a request (then call after_step). Returns (finished, rejected)."""
+                  rec: Recorder, after_step: Callable[[], None] | None = None,
+                  clients: int = 0, delay: int = 0) -> tuple[int, int]:
+    """Submit specs[i] at step arrival_steps[i] (or closed loop, see drive_arrivals), step
+    the engine, and record its pool after every step that ran a request (then call
+    after_step). Returns (finished, rejected)."""
     last: list[SchedulerOutput] = [SchedulerOutput()]  # the plan of the latest step
     engine.on_step = lambda out: last.__setitem__(0, out)
     finished = 0
 
-    def step(t: int, more_arrivals: bool) -> None:
+    def step(t: int, more_arrivals: bool) -> int:
         nonlocal finished
         before = engine.stats.steps
-        finished += sum(event.finished for event in engine.step())
+        done = sum(event.finished for event in engine.step())
+        finished += done
         out = last[0]
         if engine.stats.steps > before:
             rec.record(t, engine.pool, engine.scheduler.running, len(out.scheduled))
@@ -141,19 +164,22 @@ def record_engine(engine: Engine, specs: list[RequestSpec], arrival_steps: list[
                 after_step()
         elif not more_arrivals and not out.preempted:
             raise RuntimeError("scheduler made no progress")  # an engine bug, not user input
+        return done
 
     rejected = drive_arrivals(
         arrival_steps, lambda i: engine.add_request(specs[i])[1] is not None,
-        lambda: engine.has_work, step,
+        lambda: engine.has_work, step, clients, delay,
     )
     return finished, rejected
 
 
 def replay_scheduler(
     profile: Profile, specs: list[RequestSpec], arrival_steps: list[int],
-    unlimited_budget: bool = False, name: str | None = None,
+    unlimited_budget: bool = False, name: str | None = None, clients: int = 0,
+    client_delay: int = 0,
 ) -> ExactReplay:
-    """Step the real Engine over `specs` (arriving at `arrival_steps`), null executor."""
+    """Step the real Engine over `specs` (arriving at `arrival_steps`, or sent by `clients`
+    clients `client_delay` steps after each answer), null executor."""
     eng = profile.engine
     replay = dataclasses.replace(
         eng, guard=False, max_waiting=max(len(specs), 1),
@@ -163,6 +189,7 @@ def replay_scheduler(
     engine.record_timeline = False  # the Recorder accounts every step itself
     rec = Recorder(name or f"paged-{eng.block_size} (scheduler)", eng.block_size,
                    engine.pool.num_blocks, eng.max_model_len)
-    finished, rejected = record_engine(engine, specs, arrival_steps, rec)
+    finished, rejected = record_engine(engine, specs, arrival_steps, rec, None, clients,
+                                       client_delay)
     return ExactReplay(rec.result(finished, rejected, engine.scheduler.num_preemptions),
                        dataclasses.replace(engine.pool.counters), rec.cached_free)

@@ -5,8 +5,8 @@ it and submitting each request at its arrival step, and accounts the pool after
 every step that ran a request the same way as the replays (`exact.record_engine`,
 `exact.account`). Beside it: the scheduler replay, the same Engine with the null
 executor (`exact.replay_scheduler`, the same token budget; it must agree at every
-step) and the fast paged replay (no token budget: it agrees when no step's prefills
-exceed max_num_batched_tokens).
+step) and the fast paged replay (the same token budget; with prefix caching it may
+differ where the engine re-hits a preempted request's own blocks, see `paged`).
 
 Memory: on CUDA the caching allocator's reserved, allocated and inactive-split
 bytes (`measure.cuda_mem`); on CPU the process RSS (psutil), sampled every step.
@@ -143,7 +143,8 @@ def live(profile: Profile, num_requests: int, arrivals: Arrivals, step_s: float)
                         arrivals, step_s)
     fast = simulate_paged(trace, pool_blocks(profile), eng.block_size, eng.max_num_seqs,
                           eng.prefix_caching, f"paged-{eng.block_size} (fast replay)",
-                          timeline=True)
+                          timeline=True, max_num_batched_tokens=eng.max_num_batched_tokens,
+                          full_prompt=eng.admission == "full_prompt")
     report.replays = [exact.result, fast]
     report.agreements = [agreement(r.name, report.engine, r) for r in report.replays]
     return report

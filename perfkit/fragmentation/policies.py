@@ -29,6 +29,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from perfkit.config.presets import GPU_MEMORY
 from perfkit.config.profile import pool_blocks
@@ -101,6 +102,8 @@ class FragConfig:
     arrivals: Arrivals = "saturate"
     step_s: float = 0.025  # seconds per engine step, for --arrivals profile
     jobs: int = 2  # processes replaying policies
+    clients: int = 0  # --arrivals closed: clients (the delay: workload.client_delay_steps)
+    jit: bool = True  # the compiled replays (False: the plain-Python reference)
 
 
 @dataclass(frozen=True)
@@ -124,35 +127,51 @@ class FragReport:
 
 # -- replays ---------------------------------------------------------------------------
 _TRACE: Trace | None = None  # the trace forked workers replay
-Job = tuple[str, int, int, int]  # (policy, block size or 0, pool in blocks or slots, max seqs)
+
+
+class Job(NamedTuple):
+    """One policy's replay: what the forked worker needs besides the trace."""
+
+    name: str  # the policy
+    block_size: int  # paged; 0 for contiguous
+    pool: int  # blocks (paged) or slots (contiguous)
+    max_num_seqs: int
+    max_num_batched_tokens: int  # the token budget per step (paged)
+    full_prompt: bool  # admission: the whole prompt's blocks must fit (paged)
+    jit: bool  # the compiled replay
 
 
 def _replay(job: Job) -> tuple[PolicyResult, float]:
     """One policy's replay and the CPU seconds it took."""
-    name, bs, pool, max_seqs = job
     assert _TRACE is not None
     start = time.process_time()
-    if name in CONTIGUOUS:
-        result = simulate_contiguous(_TRACE, pool, CONTIGUOUS[name], max_seqs, name)
+    if job.name in CONTIGUOUS:
+        result = simulate_contiguous(_TRACE, job.pool, CONTIGUOUS[job.name], job.max_num_seqs,
+                                     job.name, use_jit=job.jit)
     else:
-        result = simulate_paged(_TRACE, pool, bs, max_seqs, name.endswith("+prefix"), name)
+        result = simulate_paged(_TRACE, job.pool, job.block_size, job.max_num_seqs,
+                                job.name.endswith("+prefix"), job.name,
+                                max_num_batched_tokens=job.max_num_batched_tokens,
+                                full_prompt=job.full_prompt, use_jit=job.jit)
     return result, time.process_time() - start
 
 
 def _jobs(profile: Profile, budget: Budget, cfg: FragConfig, trace: Trace) -> list[Job]:
     """Replays to run, the slowest (paged, small blocks) first."""
-    max_seqs, per_token = profile.engine.max_num_seqs, budget.kv_bytes_per_token
+    eng, per_token = profile.engine, budget.kv_bytes_per_token
+    rules = (eng.max_num_seqs, eng.max_num_batched_tokens, eng.admission == "full_prompt",
+             cfg.jit)
     jobs: list[Job] = []
     for bs in cfg.block_sizes:
         blocks = budget.bytes // (per_token * bs)
         if blocks < 1:
             raise PerfkitError(f"--block-sizes: the KV budget ({format_bytes(budget.bytes)}) "
                                f"holds no block of {bs} tokens")
-        jobs.append((f"paged-{bs}", bs, blocks, max_seqs))
-    bs = profile.engine.block_size
+        jobs.append(Job(f"paged-{bs}", bs, blocks, *rules))
+    bs = eng.block_size
     if _has_shared_prefix(trace, bs) or bs not in cfg.block_sizes:
-        jobs.append((f"paged-{bs}+prefix", bs, budget.bytes // (per_token * bs), max_seqs))
-    jobs += [(name, 0, budget.slots, max_seqs) for name in CONTIGUOUS]
+        jobs.append(Job(f"paged-{bs}+prefix", bs, budget.bytes // (per_token * bs), *rules))
+    jobs += [Job(name, 0, budget.slots, *rules) for name in CONTIGUOUS]
     return jobs
 
 
@@ -176,7 +195,7 @@ def _run_jobs(jobs: list[Job], trace: Trace, num_procs: int) -> list[tuple[Polic
 def simulate(profile: Profile, budget: Budget, cfg: FragConfig) -> FragReport:
     """Replay every policy over the profile's trace (see module doc)."""
     start = time.perf_counter()
-    trace = lengths_trace(profile, cfg.num_requests, cfg.arrivals, cfg.step_s)
+    trace = lengths_trace(profile, cfg.num_requests, cfg.arrivals, cfg.step_s, cfg.clients)
     jobs = _jobs(profile, budget, cfg, trace)
     procs = min(cfg.jobs, len(jobs), os.cpu_count() or 1)
     done = _run_jobs(jobs, trace, procs)

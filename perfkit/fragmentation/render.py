@@ -105,14 +105,18 @@ def _header(rep: FragReport) -> Text:
     prof, tr, b, cfg = rep.profile, rep.trace, rep.budget, rep.config
     model = prof.model.preset or "custom model"
     arrivals = ("all waiting from step 0 (--arrivals saturate)" if cfg.arrivals == "saturate"
-                else f"the profile's arrivals at {cfg.step_s * 1e3:g} ms per step")
+                else f"the profile's arrivals at {cfg.step_s * 1e3:g} ms per step"
+                if cfg.arrivals == "profile" else
+                f"{tr.clients} clients in a closed loop, each next request "
+                f"{tr.client_delay} steps after the step of its answer + 1")
     n = tr.num_requests or 1
     return Text(
         f"perfkit fragmentation: {prof.name} · {model} · KV budget {format_bytes(b.bytes)} "
         f"({b.source}) = {b.slots:,} token slots of {format_bytes(b.kv_bytes_per_token)}\n"
         f"{tr.num_requests:,} requests (mean prompt {sum(tr.prompt_len) / n:.0f}, output "
         f"{sum(tr.max_tokens) / n:.0f} tokens), {arrivals}; FCFS, "
-        f"max_num_seqs {prof.engine.max_num_seqs}, max_model_len {tr.max_model_len}; "
+        f"max_num_seqs {prof.engine.max_num_seqs}, max_num_batched_tokens "
+        f"{prof.engine.max_num_batched_tokens}, max_model_len {tr.max_model_len}; "
         "shares are of each policy's pool, averaged over the steps that ran a request"
     )
 
@@ -180,9 +184,9 @@ def render_live(live: LiveReport) -> RenderableType:
 
 def _divergence_hint(name: str) -> str:
     if "fast" in name:
-        return ("; the fast replay computes each prompt in one step, so a token budget "
-                "that chunks prefills shifts its steps: raise engine.max_num_batched_tokens "
-                "to compare step for step")
+        return ("; the fast replay caches only the workload's shared prefixes, so a "
+                "preempted request that hits its own cached blocks in the engine shifts its "
+                "steps: set engine.prefix_caching=false to compare step for step")
     return "; the engine and the scheduler replay should agree: please report this"
 
 
@@ -247,7 +251,9 @@ def to_dict(rep: FragReport, live: LiveReport | None = None) -> dict[str, Any]:
         "trace": {"requests": tr.num_requests, "arrivals": cfg.arrivals,
                   "step_s": cfg.step_s, "mean_prompt": sum(tr.prompt_len) / n,
                   "mean_output": sum(tr.max_tokens) / n, "max_model_len": tr.max_model_len,
-                  "max_num_seqs": prof.engine.max_num_seqs},
+                  "max_num_seqs": prof.engine.max_num_seqs,
+                  "max_num_batched_tokens": prof.engine.max_num_batched_tokens,
+                  "clients": tr.clients or None, "client_delay_steps": tr.client_delay},
         "policies": [policy_dict(p) for p in rep.policies],
         "verdicts": {p.name: verdict(p) for p in rep.policies},
         "limited_by": dict(zip(("kind", "reason"), limiter(rep), strict=True)),

@@ -9,11 +9,14 @@ trace for several profiles.
 Arrivals become steps. `saturate` (the default of `perfkit fragmentation`):
 every request waits from step 0, so the queue is never empty while requests
 remain and the pool stays full (the PagedAttention paper's Fig. 2 setting).
-`profile`: the profile's arrival process, arrival_s // step_s.
+`profile`: the profile's arrival process, arrival_s // step_s. `closed`: `clients`
+clients, each sending its next request workload.client_delay_steps steps after the
+step its previous one finished in (the replays assign those arrivals as they run).
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -23,7 +26,7 @@ from perfkit.workload import RequestLengths, RequestSpec, generate
 
 
 def _steps(times: list[float], arrivals: Arrivals, step_s: float) -> list[int]:
-    if arrivals == "saturate":
+    if arrivals != "profile":  # saturate; closed: assigned by the replay
         return [0] * len(times)
     if step_s <= 0:
         raise ValueError("step_s must be > 0")
@@ -31,15 +34,28 @@ def _steps(times: list[float], arrivals: Arrivals, step_s: float) -> list[int]:
 
 
 def lengths_trace(
-    profile: Profile, num_requests: int, arrivals: Arrivals = "saturate", step_s: float = 0.025
+    profile: Profile, num_requests: int, arrivals: Arrivals = "saturate",
+    step_s: float = 0.025, clients: int = 0,
 ) -> Trace:
-    """The trace `workload.generate(profile.workload, ...)` would give, without token ids."""
+    """The trace `workload.generate(profile.workload, ...)` would give, without token ids;
+    `clients` for arrivals "closed"."""
     mml = profile.engine.max_model_len
     if profile.workload.dataset.path:
-        return _dataset_trace(profile, num_requests, arrivals, step_s)
-    shapes = generate(profile.workload, profile.model.vocab_size, mml, num_requests,
-                      tokens=False)
-    return specs_trace(shapes, profile.workload.shared_prefix.length, mml, arrivals, step_s)
+        trace = _dataset_trace(profile, num_requests, arrivals, step_s)
+    else:
+        shapes = generate(profile.workload, profile.model.vocab_size, mml, num_requests,
+                          tokens=False)
+        trace = specs_trace(shapes, profile.workload.shared_prefix.length, mml, arrivals,
+                            step_s)
+    return closed_loop(trace, clients, profile.workload.client_delay_steps) \
+        if arrivals == "closed" else trace
+
+
+def closed_loop(trace: Trace, clients: int, delay_steps: int) -> Trace:
+    """The same requests sent by `clients` clients, `delay_steps` after each answer."""
+    if clients < 1:
+        raise ValueError("a closed loop needs at least one client")
+    return dataclasses.replace(trace, clients=clients, client_delay=delay_steps)
 
 
 def _dataset_trace(profile: Profile, num_requests: int, arrivals: Arrivals,

@@ -23,7 +23,7 @@ from typing import Literal
 
 KINDS = ("used", "reserved", "internal", "external", "free")
 
-Arrivals = Literal["saturate", "profile"]
+Arrivals = Literal["saturate", "profile", "closed"]
 
 
 def cdiv(a: int, b: int) -> int:
@@ -43,6 +43,11 @@ class Trace:
     prefix_len: int  # tokens of every shared prefix (the profile's shared_prefix.length)
     arrival_step: list[int]  # first step at which the request waits; nondecreasing
     max_model_len: int
+    # closed loop: `clients` requests arrive at step 0 and each finish (or rejection)
+    # brings the next one `client_delay` steps later (see `paged_kernel`); 0: open loop,
+    # arrival_step as given
+    clients: int = 0
+    client_delay: int = 0  # steps from a finish to the client's next arrival, minus one
 
     @property
     def num_requests(self) -> int:

@@ -10,9 +10,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from perfkit.config.profile import Overrides, load_profile
-from perfkit.fragmentation.blocks import block_steps
+from perfkit.fragmentation import contiguous_kernel, jit
 from perfkit.fragmentation.contiguous import (
-    FirstFit,
     reserve_exact,
     reserve_max,
     reserve_pow2,
@@ -56,16 +55,21 @@ def profile_for(bs: int, blocks: int, mml: int, seqs: int = 64, caching: bool = 
 
 # -- first fit ---------------------------------------------------------------------------
 def test_first_fit_places_lowest_hole_and_merges():
-    space = FirstFit(10)
-    assert [space.allocate(3), space.allocate(4), space.allocate(2)] == [0, 3, 7]
-    space.free(3, 4)
-    assert (space.starts, space.lens) == ([3, 9], [4, 1])
-    assert space.allocate(1) == 3  # first fit (best fit would take the 1-slot hole at 9)
-    assert space.unusable(4) == (4, 3)  # (slots in holes < 4, largest hole)
-    assert space.allocate(5) is None
+    k = jit.pure(contiguous_kernel)
+    hs, hl, s = [0] * 8, [0] * 8, [0] * k.NUM_SCALARS
+    hl[0], s[k.NH] = 10, 1
+
+    def holes():
+        return hs[: s[k.NH]], hl[: s[k.NH]]
+
+    assert [k.place(hs, hl, s, 3), k.place(hs, hl, s, 4), k.place(hs, hl, s, 2)] == [0, 3, 7]
+    k.release(hs, hl, s, 3, 4)
+    assert holes() == ([3, 9], [4, 1])
+    assert k.place(hs, hl, s, 1) == 3  # first fit (best fit would take the 1-slot hole at 9)
+    assert k.place(hs, hl, s, 5) == -1
     for start, n in ((0, 3), (7, 2), (3, 1)):  # the last free merges both sides
-        space.free(start, n)
-    assert (space.starts, space.lens) == ([0], [10])
+        k.release(hs, hl, s, start, n)
+    assert holes() == ([0], [10])
 
 
 # -- contiguous policies, hand-computed -------------------------------------------------
@@ -149,13 +153,6 @@ def test_hand_traces_match_the_real_scheduler(case):
                              specs_for(tr), tr.arrival_step).result
     assert fast.timeline == exact.timeline
     assert fast.totals == exact.totals and fast.peak == exact.peak
-
-
-def test_block_steps_closed_form():
-    for bs in (1, 3, 16):
-        for c0 in range(1, 40):
-            for n in range(0, 40, 3):
-                assert block_steps(c0, n, bs) == sum(-(-(c0 + j) // bs) for j in range(n))
 
 
 # -- invariants and agreement on random traces -------------------------------------------

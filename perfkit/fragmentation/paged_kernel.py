@@ -1,0 +1,411 @@
+"""The paged replay's step loop: `engine.scheduler.Scheduler` over block counts.
+
+Plain Python over int64 arrays (compiled by numba, see `jit`; `paged` builds the arrays
+and reads the results). One iteration is one engine step, as `Scheduler.schedule`:
+- there are no prefill or decode phases: request i has ntok[i] tokens (prompt + sampled)
+  and comp[i] of them computed; a step gives it min(ntok - comp, budget left) more;
+- running requests go first, in admission order, then the waiting queue by key
+  ((priority, arrival) packed); the budget is max_num_batched_tokens, so a long prompt
+  is chunked over several steps and a request the budget does not reach waits a step;
+- a running request needing blocks when too few are free preempts the running request
+  with the largest key (itself last): its blocks are freed, comp = 0, and it waits again
+  at its place to recompute prompt + sampled tokens; a step with a preemption admits no one;
+- the queue head is admitted (no overtaking) while fewer than max_num_seqs run and its
+  blocks fit: all its tokens' (full_prompt, vLLM's default) or its first chunk's;
+- a request whose step computes its last token samples one; at `final` tokens
+  (min(prompt + max_tokens, max_model_len)) it finishes and frees its blocks.
+A step that scheduled a token is recorded after its finishes (`exact.account`).
+
+Layout: every array is int64 and flat, rows of fields: request i's field F is
+req[i * NF + F], queue slot k's q[k * NQ + Q], group g's grp[g * NG + G]. One array per
+kind, and no tuples of arrays: compiled, each array a function touches costs a reference
+count, so the step passes six of them, not thirty. One module: numba's cache tracks the
+source file of each compiled function, not of the functions it calls from other files.
+
+A request's table holds cdiv(comp, bs) blocks after a step, hit[i] of them a
+shared prefix it does not own. Shared prefixes (SHARED > 0: prefix caching) are whole
+groups of SHARED blocks: cached from the step a request of the group is admitted,
+shared by gref[g] running requests, kept (and counted free) when released, evicted
+whole and oldest first when the free blocks no longer cover them.
+
+Closed loop (CLIENTS > 0): CLIENTS requests arrive at step 0; a request finishing in
+step t makes request `assigned` (the next, in order) arrive at t + 1 + DELAY; a rejected
+one at t + DELAY.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from perfkit.fragmentation.jit import kernel
+
+NEVER = 1 << 62  # a step no replay reaches: an arrival not yet assigned
+# cfg: the pool and the rules
+NB, BS, CAP, BUDGET, FULL, SHARED, CLIENTS, DELAY, TIMELINE = range(9)
+# req: per request. P prompt, FINAL tokens at the end, KEY queue order, GROUP prefix or -1,
+# ARRIVAL step; NTOK tokens, COMP computed, NBLK table blocks, HIT shared blocks held,
+# STAT (UNSEEN, WAITING, RUNNING, DONE), SCHED tokens this step, SEEN admitted before
+P, FINAL, KEY, GROUP, ARRIVAL, NTOK, COMP, NBLK, HIT, STAT, SCHED, SEEN, NF = range(13)
+UNSEEN, WAITING, RUNNING, DONE = range(4)
+# q: HEAP of waiting keys, RUN requests in admission order, SCH scheduled this step
+HEAP, RUN, SCH, NQ = range(4)
+# grp: GREF running sharers, GCACHED, LNEXT/LPREV the released groups oldest first
+# (a ring through the sentinel row at index num_groups)
+GREF, GCACHED, LNEXT, LPREV, NG = range(5)
+# s: scalars. State, then results (read by `paged`).
+(T, FREE, NRUN, NALIVE, NHEAP, NSCH, LEFT, PREEMPTED_NOW, REMOVED, SUM_COMP, INTERNAL,
+ SAVED, CACHED_FREE, ASSIGNED, LAST_MEM, LAST_CAP, NXT, NUM_REQ, NUM_GROUPS,
+ STEPS, FINISHED, REJECTED, PREEMPTED, QMEM, QSEQS, PEAK_SEQS,
+ SUM_USED, SUM_RES, SUM_INT, SUM_FREE, PEAK_USED, PEAK_RES, PEAK_INT, PEAK_FREE,
+ PEAK_STEP, PEAK_OCC, SUM_SAVED, PEAK_SAVED, NTL, NUM_SCALARS) = range(40)
+MASK = (1 << 32) - 1  # key & MASK = the request
+
+
+@kernel
+def cdiv(a, b):
+    return -(-a // b)
+
+
+# -- the waiting queue: a binary min-heap of keys in q[k * NQ + HEAP] -----------------------
+@kernel
+def heap_push(q, s, key):
+    k = s[NHEAP]
+    s[NHEAP] = k + 1
+    while k > 0:
+        parent = (k - 1) >> 1
+        if q[parent * NQ + HEAP] <= key:
+            break
+        q[k * NQ + HEAP] = q[parent * NQ + HEAP]
+        k = parent
+    q[k * NQ + HEAP] = key
+
+
+@kernel
+def heap_pop(q, s):
+    n = s[NHEAP] - 1
+    s[NHEAP] = n
+    last = q[n * NQ + HEAP]
+    k = 0
+    while True:
+        child = 2 * k + 1
+        if child >= n:
+            break
+        if child + 1 < n and q[(child + 1) * NQ + HEAP] < q[child * NQ + HEAP]:
+            child += 1
+        if q[child * NQ + HEAP] >= last:
+            break
+        q[k * NQ + HEAP] = q[child * NQ + HEAP]
+        k = child
+    if n > 0:
+        q[k * NQ + HEAP] = last
+
+
+# -- shared prefixes ------------------------------------------------------------------------
+@kernel
+def group_take(grp, cfg, s, g):
+    """A request shares group g's prefix from now on. Returns the free blocks it revives."""
+    revived = 0
+    if grp[g * NG + GREF] == 0:
+        if grp[g * NG + GCACHED] == 1:  # released, in the ring: take it out
+            nxt, prv = grp[g * NG + LNEXT], grp[g * NG + LPREV]
+            grp[prv * NG + LNEXT] = nxt
+            grp[nxt * NG + LPREV] = prv
+            s[CACHED_FREE] -= cfg[SHARED]
+            revived = cfg[SHARED]
+    else:
+        s[SAVED] += cfg[SHARED]
+    grp[g * NG + GREF] += 1
+    grp[g * NG + GCACHED] = 1
+    return revived
+
+
+@kernel
+def group_release(grp, cfg, s, g):
+    """A sharer leaves; the last one puts the group at the ring's tail (newest) and
+    returns its blocks, still cached, as free."""
+    grp[g * NG + GREF] -= 1
+    if grp[g * NG + GREF] >= 1:
+        s[SAVED] -= cfg[SHARED]
+        return 0
+    end = s[NUM_GROUPS]  # the sentinel row
+    tail = grp[end * NG + LPREV]
+    grp[g * NG + LPREV] = tail
+    grp[g * NG + LNEXT] = end
+    grp[tail * NG + LNEXT] = g
+    grp[end * NG + LPREV] = g
+    s[CACHED_FREE] += cfg[SHARED]
+    return cfg[SHARED]
+
+
+@kernel
+def group_evict(grp, cfg, s):
+    """Keep released prefixes within the free blocks, dropping the oldest first."""
+    end = s[NUM_GROUPS]
+    while s[FREE] < s[CACHED_FREE]:
+        g = grp[end * NG + LNEXT]
+        nxt = grp[g * NG + LNEXT]
+        grp[end * NG + LNEXT] = nxt
+        grp[nxt * NG + LPREV] = end
+        grp[g * NG + GCACHED] = 0
+        s[CACHED_FREE] -= cfg[SHARED]
+
+
+# -- one request's blocks ---------------------------------------------------------------------
+@kernel
+def set_blocks(req, cfg, s, i, num):
+    """Table of i becomes `num` blocks; internal = table slots beyond its kv_len."""
+    bs, kv, r = cfg[BS], req[i * NF + FINAL] - 1, i * NF
+    s[INTERNAL] += max(0, num * bs - kv) - max(0, req[r + NBLK] * bs - kv)
+    req[r + NBLK] = num
+
+
+@kernel
+def leave(req, grp, cfg, s, i, new_stat):
+    """i stops running (finished or preempted): its own blocks are free, its prefix
+    released; its computed tokens leave the pool."""
+    r = i * NF
+    s[FREE] += req[r + NBLK] - req[r + HIT]
+    if req[r + HIT] > 0:
+        s[FREE] += group_release(grp, cfg, s, req[r + GROUP])
+        req[r + HIT] = 0
+    set_blocks(req, cfg, s, i, 0)
+    s[SUM_COMP] -= req[r + COMP]
+    req[r + COMP] = 0
+    req[r + STAT] = new_stat
+    s[NALIVE] -= 1
+    s[REMOVED] = 1
+
+
+@kernel
+def preempt(req, q, grp, cfg, s, v):
+    """v gives back this step's tokens and its blocks, and waits at its place."""
+    if req[v * NF + SCHED] > 0:
+        s[LEFT] += req[v * NF + SCHED]
+        req[v * NF + SCHED] = 0  # stays in SCH; the commit skips it
+    leave(req, grp, cfg, s, v, WAITING)
+    if cfg[SHARED] > 0:
+        group_evict(grp, cfg, s)
+    heap_push(q, s, req[v * NF + KEY])
+    s[PREEMPTED] += 1
+    s[PREEMPTED_NOW] = 1
+
+
+@kernel
+def victim(req, q, s):
+    """The running request with the largest key (lowest priority, newest)."""
+    best = -1
+    for k in range(s[NRUN]):
+        i = q[k * NQ + RUN]
+        if req[i * NF + STAT] == RUNNING and (best < 0 or req[i * NF + KEY]
+                                               > req[best * NF + KEY]):
+            best = i
+    return best
+
+
+# -- one step -----------------------------------------------------------------------------------
+@kernel
+def schedule_running(req, q, grp, cfg, s):
+    """Each running request in admission order gets min(uncomputed, budget left) tokens,
+    preempting the largest key while its blocks do not fit."""
+    bs = cfg[BS]
+    for k in range(s[NRUN]):
+        if s[LEFT] == 0:
+            break
+        i = q[k * NQ + RUN]
+        r = i * NF
+        if req[r + STAT] != RUNNING:
+            continue
+        num = min(req[r + NTOK] - req[r + COMP], s[LEFT])
+        while req[r + STAT] == RUNNING:
+            over = req[r + COMP] + num - req[r + NBLK] * bs  # tokens beyond the table
+            need = 0 if over <= 0 else (over + bs - 1) // bs  # a decode: 0 or 1 block
+            if need <= s[FREE]:
+                if need > 0:
+                    s[FREE] -= need
+                    set_blocks(req, cfg, s, i, req[r + NBLK] + need)
+                    if cfg[SHARED] > 0:
+                        group_evict(grp, cfg, s)
+                req[r + SCHED] = num
+                q[s[NSCH] * NQ + SCH] = i
+                s[NSCH] += 1
+                s[LEFT] -= num
+                break
+            preempt(req, q, grp, cfg, s, victim(req, q, s))
+
+
+@kernel
+def admit_head(req, q, grp, cfg, s, i):
+    """Admit waiting request i if its blocks fit (prefix hits first); False if not."""
+    bs, r = cfg[BS], i * NF
+    g = req[r + GROUP]
+    hits = revive = 0
+    if cfg[SHARED] > 0 and g >= 0 and grp[g * NG + GCACHED] == 1:
+        hits = cfg[SHARED]
+        revive = hits if grp[g * NG + GREF] == 0 else 0
+    num = min(s[LEFT], req[r + NTOK] - hits * bs)
+    need = cdiv(hits * bs + num, bs) - hits
+    check = cdiv(req[r + NTOK], bs) - hits if cfg[FULL] == 1 else need
+    if check + revive > s[FREE]:
+        return False
+    heap_pop(q, s)
+    if cfg[SHARED] > 0 and g >= 0:  # the group's blocks are the group's, not i's
+        s[FREE] -= group_take(grp, cfg, s, g)
+        req[r + HIT] = cfg[SHARED]
+        if hits == 0:  # i computes them: all of them exist from now on
+            need = max(need, cfg[SHARED])
+    s[FREE] -= need
+    if cfg[SHARED] > 0:
+        group_evict(grp, cfg, s)
+    req[r + COMP] = hits * bs
+    s[SUM_COMP] += hits * bs
+    set_blocks(req, cfg, s, i, hits + need)
+    req[r + STAT] = RUNNING
+    q[s[NRUN] * NQ + RUN] = i
+    s[NRUN] += 1
+    s[NALIVE] += 1
+    req[r + SCHED] = num
+    q[s[NSCH] * NQ + SCH] = i
+    s[NSCH] += 1
+    s[LEFT] -= num
+    return True
+
+
+@kernel
+def schedule_waiting(req, q, grp, cfg, s):
+    """FCFS by key while the budget lasts, fewer than max_num_seqs run and blocks fit."""
+    while s[NHEAP] > 0 and s[LEFT] > 0:
+        if s[NALIVE] >= cfg[CAP]:
+            s[LAST_CAP] = s[T]
+            return
+        i = q[HEAP] & MASK  # the head: slot 0
+        if not admit_head(req, q, grp, cfg, s, i):
+            s[LAST_MEM] = s[T]
+            return
+        if req[i * NF + SEEN] == 0:  # first admission: did it wait behind the head?
+            req[i * NF + SEEN] = 1
+            s[QMEM] += s[LAST_MEM] >= req[i * NF + ARRIVAL]
+            s[QSEQS] += s[LAST_CAP] >= req[i * NF + ARRIVAL]
+
+
+@kernel
+def assign_next(req, cfg, s, at):
+    """Closed loop: a client got its answer; its next request arrives at step `at`."""
+    if cfg[CLIENTS] > 0 and s[ASSIGNED] < s[NUM_REQ]:
+        req[s[ASSIGNED] * NF + ARRIVAL] = at
+        s[ASSIGNED] += 1
+
+
+@kernel
+def commit(req, q, grp, cfg, s):
+    """The step's tokens are computed; a request at its last token samples one and
+    finishes at `final` tokens. Returns the requests that ran."""
+    ran = 0
+    for k in range(s[NSCH]):
+        i = q[k * NQ + SCH]
+        r = i * NF
+        num = req[r + SCHED]
+        if num == 0:  # preempted after it was scheduled
+            continue
+        req[r + SCHED] = 0
+        ran += 1
+        req[r + COMP] += num
+        s[SUM_COMP] += num
+        if req[r + COMP] == req[r + NTOK]:
+            req[r + NTOK] += 1
+            if req[r + NTOK] >= req[r + FINAL]:
+                leave(req, grp, cfg, s, i, DONE)
+                s[FINISHED] += 1
+                assign_next(req, cfg, s, s[T] + 1 + cfg[DELAY])
+    s[NSCH] = 0
+    return ran
+
+
+@kernel
+def compact(req, q, s):
+    """Drop the requests that left from RUN, keeping admission order."""
+    j = 0
+    for k in range(s[NRUN]):
+        i = q[k * NQ + RUN]
+        if req[i * NF + STAT] == RUNNING:
+            q[j * NQ + RUN] = i
+            j += 1
+    s[NRUN] = j
+    s[REMOVED] = 0
+
+
+@kernel
+def step(req, q, grp, cfg, s):
+    s[LEFT] = cfg[BUDGET]
+    s[PREEMPTED_NOW] = 0
+    schedule_running(req, q, grp, cfg, s)
+    if s[PREEMPTED_NOW] == 0:
+        schedule_waiting(req, q, grp, cfg, s)
+    ran = commit(req, q, grp, cfg, s)
+    if s[REMOVED] == 1:
+        compact(req, q, s)
+    return ran
+
+
+# -- the loop ------------------------------------------------------------------------------------
+@kernel
+def arrive(req, q, cfg, s, i):
+    """Queue i, or reject it: prompt >= max_model_len (then final <= prompt: max_tokens
+    >= 1), or more blocks at its end than the pool holds."""
+    final = req[i * NF + FINAL]
+    if req[i * NF + P] >= final or cdiv(final, cfg[BS]) > cfg[NB]:
+        req[i * NF + STAT] = DONE
+        s[REJECTED] += 1
+        assign_next(req, cfg, s, s[T] + cfg[DELAY])
+        return
+    req[i * NF + STAT] = WAITING
+    heap_push(q, s, req[i * NF + KEY])
+
+
+@kernel
+def record(cfg, s, ran, tl):
+    """Step T ran `ran` requests: add its pool by kind; a peak candidate, a timeline row."""
+    bs = cfg[BS]
+    alloc = cfg[NB] - s[FREE]
+    used = s[SUM_COMP] - s[SAVED] * bs
+    reserved = alloc * bs - used - s[INTERNAL]
+    s[SUM_USED] += used
+    s[SUM_RES] += reserved
+    s[SUM_INT] += s[INTERNAL]
+    s[SUM_FREE] += s[FREE] * bs
+    s[SUM_SAVED] += s[SAVED]
+    s[PEAK_SAVED] = max(s[PEAK_SAVED], s[SAVED])
+    s[PEAK_SEQS] = max(s[PEAK_SEQS], ran)
+    if alloc * bs > s[PEAK_OCC] or s[PEAK_STEP] < 0:
+        s[PEAK_OCC], s[PEAK_STEP] = alloc * bs, s[T]
+        s[PEAK_USED], s[PEAK_RES], s[PEAK_INT] = used, reserved, s[INTERNAL]
+        s[PEAK_FREE] = s[FREE] * bs
+    s[STEPS] += 1
+    if cfg[TIMELINE] == 1:
+        if s[NTL] == len(tl):
+            grown = np.zeros((2 * len(tl) + 16, 2), np.int64)
+            grown[: len(tl)] = tl
+            tl = grown
+        tl[s[NTL], 0] = alloc
+        tl[s[NTL], 1] = used
+        s[NTL] += 1
+    return tl
+
+
+@kernel
+def run(req, q, grp, cfg, s, tl):
+    """Step until every request finished or was rejected; returns the timeline rows."""
+    n = s[NUM_REQ]
+    s[T] = req[ARRIVAL] if n > 0 else 0  # request 0's
+    while True:
+        while s[NXT] < n and req[s[NXT] * NF + ARRIVAL] <= s[T]:
+            arrive(req, q, cfg, s, s[NXT])
+            s[NXT] += 1
+        if s[NALIVE] == 0 and s[NHEAP] == 0:
+            if s[NXT] >= n or req[s[NXT] * NF + ARRIVAL] >= NEVER:
+                return tl
+            s[T] = req[s[NXT] * NF + ARRIVAL]
+            continue
+        ran = step(req, q, grp, cfg, s)
+        if ran > 0:
+            tl = record(cfg, s, ran, tl)
+        s[T] += 1
