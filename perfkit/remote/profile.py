@@ -130,4 +130,9 @@ class ProfileCall:
                                  where, [])
         size = sum(Path(f).stat().st_size for f in files)
         return ServerProfile(True, f"the server wrote {len(files)} trace file(s), "
-                             f"{size / 2**20:.1f} MiB, to {where}", where, files)
+                             f"{_size(size)}, to {where}", where, files)
+
+
+def _size(n: int) -> str:
+    return f"{n} B" if n < 1024 else (f"{n / 1024:.0f} KiB" if n < 2**20
+                                      else f"{n / 2**20:.1f} MiB")

@@ -52,7 +52,7 @@ def test_stub_profiles_the_chosen_level_only_and_lists_its_trace(stub, tmp_path)
     assert server.cfg.profile_calls == ["start perfkit-level-2", "stop"]
     assert prof is not None and prof.written and prof.trace_dir == str(traces)
     assert prof.trace_files == [str(traces / "perfkit-level-2_rank0.pt.trace.json")]
-    assert f"trace file(s), 0.0 MiB, to {traces}" in prof.message
+    assert prof.message == f"the server wrote 1 trace file(s), 2 B, to {traces}"
 
 
 def test_perfkit_serve_has_no_profiler_a_clear_404_and_the_sweep_completes(cli, tmp_path):
@@ -86,8 +86,9 @@ def test_client_view_of_the_tail_names_the_stalls_of_the_p99_tpot_requests(stub)
     assert tail.stall_s >= 0.05 and tail.requests[0].median_gap_s < 0.01
     ttft = sec.group("ttft", "tail")
     assert ttft is not None and ttft.num_requests >= 1
-    from perfkit.report.sweep import rich_summary
     from rich.console import Console
+
+    from perfkit.report.sweep import rich_summary
 
     console = Console(width=100, record=True)
     console.print(rich_summary(result))

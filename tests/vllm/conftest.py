@@ -32,7 +32,7 @@ def vllm_exe() -> str:
 def vllm(vllm_exe: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[VllmServer]:
     root = tmp_path_factory.mktemp("vllm")
     model = write_tiny_model(root / "model", vocab=512, max_len=512)
-    server = VllmServer(vllm_exe, model, root / "vllm.log")
+    server = VllmServer(vllm_exe, model, root / "vllm.log", profile_dir=root / "profiles")
     server.start(float(os.environ.get("PERFKIT_VLLM_START_S", "600")))
     try:
         yield server

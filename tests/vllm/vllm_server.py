@@ -5,6 +5,10 @@ model is the tiny directory of perfkit.remote.tiny_model, dummy weights. Start-u
 GET /health at most $PERFKIT_VLLM_START_S seconds (default 600: a cold start on two cores
 takes one to two minutes), then fails with the log's tail. The server runs in its own
 process group, which stop() ends (SIGTERM, then SIGKILL after 30 s).
+
+With a `profile_dir` its torch profiler is on (POST /start_profile, /stop_profile), light
+enough for CI: no Python stacks, at most PROFILE_ITERATIONS engine steps per profile, the
+API server's own process left out.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ BLOCK_SIZE = 32  # vLLM's CPU attention wants a multiple of 32
 NUM_BLOCKS = 24  # a pool the default profile saturates at concurrency 8
 MAX_MODEL_LEN = 512
 MODEL_NAME = "tiny"
+PROFILE_ITERATIONS = 8  # with stacks and no bound, one level's trace ran a 23 GB machine OOM
 
 
 def free_port() -> int:
@@ -48,8 +53,10 @@ class VllmServer:
     exe: str
     model_dir: Path
     log_path: Path
+    profile_dir: Path | None = None  # the torch profiler's trace folder
     port: int = 0
     proc: subprocess.Popen[bytes] | None = None
+    num_blocks: int = NUM_BLOCKS  # KV blocks of BLOCK_SIZE tokens (the pool's size)
 
     @property
     def base(self) -> str:
@@ -59,9 +66,18 @@ class VllmServer:
         return [self.exe, "serve", str(self.model_dir), "--load-format", "dummy",
                 "--served-model-name", MODEL_NAME, "--host", "127.0.0.1",
                 "--port", str(self.port), "--block-size", str(BLOCK_SIZE),
-                "--num-gpu-blocks-override", str(NUM_BLOCKS),
+                "--num-gpu-blocks-override", str(self.num_blocks),
                 "--max-model-len", str(MAX_MODEL_LEN), "--max-num-seqs", "16",
-                "--enable-prompt-tokens-details"]
+                "--enable-prompt-tokens-details", *self.profiler_flags()]
+
+    def profiler_flags(self) -> list[str]:
+        if self.profile_dir is None:
+            return []
+        return ["--profiler-config.profiler=torch",
+                f"--profiler-config.torch_profiler_dir={self.profile_dir}",
+                "--profiler-config.torch_profiler_with_stack=false",
+                f"--profiler-config.max_iterations={PROFILE_ITERATIONS}",
+                "--profiler-config.ignore_frontend=true"]
 
     def start(self, timeout_s: float) -> VllmServer:
         env = {**os.environ, "HF_HUB_OFFLINE": "1", "VLLM_HOST_IP": "127.0.0.1",
