@@ -61,3 +61,18 @@ def test_too_few_steps_is_a_user_error():
 def test_a_model_with_a_negative_term_is_refused():
     with pytest.raises(ValueError, match="prefill_token_s"):
         StepModel(1e-3, -1e-6, 0.0, 0.0)
+
+
+def test_periods_skip_idle_gaps_and_the_warm_up():
+    from perfkit.engine.engine import EngineStats, KvSample
+    from perfkit.predict.calibrate import step_periods
+
+    stats = EngineStats()
+    stats.step_start_s = [10.0, 10.002, 10.005, 10.5, 10.503]
+    busy = [1, 1, 0, 1, 1]  # the engine went idle after the third step
+    stats.kv_timeline = [KvSample(0.0, 1, 1, 0, b, 0) for b in busy]
+    warm = [StepFeatures(9, 9, 9)] * 2  # the warm-up's steps come first
+    measured = [StepFeatures(i, 0, i) for i in range(5)]
+    feats, periods = step_periods(stats, warm + measured)
+    assert feats == [measured[0], measured[1], measured[3]]
+    assert periods == pytest.approx([0.002, 0.003, 0.003])
