@@ -206,31 +206,39 @@ def victim(req, q, s):
 @kernel
 def schedule_running(req, q, grp, cfg, s):
     """Each running request in admission order gets min(uncomputed, budget left) tokens,
-    preempting the largest key while its blocks do not fit."""
+    preempting the largest key while its blocks do not fit. (The budget, free blocks and
+    schedule length are locals here, written back around each preemption: the hot loop.)"""
     bs = cfg[BS]
+    left, free, nsch = s[LEFT], s[FREE], s[NSCH]
     for k in range(s[NRUN]):
-        if s[LEFT] == 0:
+        if left == 0:
             break
         i = q[k * NQ + RUN]
         r = i * NF
         if req[r + STAT] != RUNNING:
             continue
-        num = min(req[r + NTOK] - req[r + COMP], s[LEFT])
-        while req[r + STAT] == RUNNING:
+        num = min(req[r + NTOK] - req[r + COMP], left)
+        while True:
             over = req[r + COMP] + num - req[r + NBLK] * bs  # tokens beyond the table
             need = 0 if over <= 0 else (over + bs - 1) // bs  # a decode: 0 or 1 block
-            if need <= s[FREE]:
+            if need <= free:
                 if need > 0:
-                    s[FREE] -= need
+                    free -= need
                     set_blocks(req, cfg, s, i, req[r + NBLK] + need)
                     if cfg[SHARED] > 0:
+                        s[FREE] = free
                         group_evict(grp, cfg, s)
                 req[r + SCHED] = num
-                q[s[NSCH] * NQ + SCH] = i
-                s[NSCH] += 1
-                s[LEFT] -= num
+                q[nsch * NQ + SCH] = i
+                nsch += 1
+                left -= num
                 break
+            s[LEFT], s[FREE], s[NSCH] = left, free, nsch
             preempt(req, q, grp, cfg, s, victim(req, q, s))
+            left, free, nsch = s[LEFT], s[FREE], s[NSCH]
+            if req[r + STAT] != RUNNING:
+                break
+    s[LEFT], s[FREE], s[NSCH] = left, free, nsch
 
 
 @kernel
@@ -299,7 +307,7 @@ def assign_next(req, cfg, s, at):
 def commit(req, q, grp, cfg, s):
     """The step's tokens are computed; a request at its last token samples one and
     finishes at `final` tokens. Returns the requests that ran."""
-    ran = 0
+    ran = added = 0
     for k in range(s[NSCH]):
         i = q[k * NQ + SCH]
         r = i * NF
@@ -309,13 +317,16 @@ def commit(req, q, grp, cfg, s):
         req[r + SCHED] = 0
         ran += 1
         req[r + COMP] += num
-        s[SUM_COMP] += num
+        added += num
         if req[r + COMP] == req[r + NTOK]:
             req[r + NTOK] += 1
             if req[r + NTOK] >= req[r + FINAL]:
+                s[SUM_COMP] += added
+                added = 0
                 leave(req, grp, cfg, s, i, DONE)
                 s[FINISHED] += 1
                 assign_next(req, cfg, s, s[T] + 1 + cfg[DELAY])
+    s[SUM_COMP] += added
     s[NSCH] = 0
     return ran
 

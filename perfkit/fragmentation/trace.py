@@ -3,8 +3,8 @@
 `workload.generate` draws every prompt token (100k ShareGPT-like requests are
 16M draws, ~10 s). Memory accounting needs only lengths, prefix groups,
 priorities and arrivals: `lengths_trace` is `generate(..., tokens=False)`, the same
-draws without the token streams. tests/fragmentation check that both give the same
-trace for several profiles.
+draws without the token streams (as columns, `lengths`, when no arrival time is
+used). tests/fragmentation check that both give the same trace for several profiles.
 
 Arrivals become steps. `saturate` (the default of `perfkit fragmentation`):
 every request waits from step 0, so the queue is never empty while requests
@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from perfkit.config.schema import Profile
+from perfkit.fragmentation.lengths import length_columns
 from perfkit.fragmentation.types import Arrivals, Trace
 from perfkit.workload import RequestLengths, RequestSpec, generate
 
@@ -42,6 +43,10 @@ def lengths_trace(
     mml = profile.engine.max_model_len
     if profile.workload.dataset.path:
         trace = _dataset_trace(profile, num_requests, arrivals, step_s)
+    elif arrivals != "profile":  # no arrival times needed: the columns at once
+        c = length_columns(profile.workload, mml, num_requests)
+        trace = Trace(c.prompt_len, c.max_tokens, c.priority, c.prefix_group,
+                      profile.workload.shared_prefix.length, [0] * num_requests, mml)
     else:
         shapes = generate(profile.workload, profile.model.vocab_size, mml, num_requests,
                           tokens=False)

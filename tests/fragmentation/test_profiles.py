@@ -22,13 +22,19 @@ from perfkit.fragmentation.trace import lengths_trace, specs_trace
 from perfkit.workload import generate
 
 
-@pytest.mark.parametrize("name", ["default", "sharegpt", "alpaca", "shared-prefix", "tool-calls"])
+@pytest.mark.parametrize("name", ["default", "sharegpt", "alpaca", "shared-prefix", "tool-calls",
+                                  "bursty", "long-context", "two-priorities"])
 def test_lengths_trace_equals_generate(name):
-    prof = load_profile(name)
+    prio = ("workload.priorities=[{priority = 0, weight = 3.0}, {priority = 1, weight = 1.0}]",)
+    prof = load_profile("default", Overrides(sets=prio)) if name == "two-priorities" \
+        else load_profile(name)
     specs = generate(prof.workload, prof.model.vocab_size, prof.engine.max_model_len, 200)
     expect = specs_trace(specs, prof.workload.shared_prefix.length, prof.engine.max_model_len,
                          "profile", 0.01)
     assert lengths_trace(prof, 200, "profile", 0.01) == expect
+    saturated = specs_trace(specs, prof.workload.shared_prefix.length,
+                            prof.engine.max_model_len)
+    assert lengths_trace(prof, 200) == saturated  # the columns path (lengths.py)
 
 
 def test_fast_replay_matches_scheduler_on_a_small_profile():

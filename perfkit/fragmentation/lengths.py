@@ -1,0 +1,70 @@
+"""`workload.generate(..., tokens=False)`'s lengths as columns, for million-request traces.
+
+The same streams, draws and arithmetic as `workload._lengths` (tests/fragmentation check
+equality for every built-in profile), without a RequestLengths object per request, with
+a lognormal's parameters computed once, one priority drawn as the single random() call
+`choices` makes, and no arrival times when the trace does not use them (they have a
+stream of their own, so the other draws do not move).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from perfkit.config.schema import LengthDist, WorkloadConfig
+from perfkit.workload import _rng, sample_length
+
+
+@dataclass
+class Columns:
+    prompt_len: list[int]
+    max_tokens: list[int]
+    priority: list[int]
+    prefix_group: list[int]  # -1: none
+
+
+def _draw(dist: LengthDist, rng_random: Callable[[], float], rng: object
+          ) -> Callable[[], int]:
+    if dist.kind != "lognormal":
+        return lambda: sample_length(dist, rng)  # type: ignore[arg-type]
+    sigma2 = math.log1p((dist.std / dist.mean) ** 2)
+    mu, sigma, lo, hi = math.log(dist.mean) - sigma2 / 2, math.sqrt(sigma2), dist.min, dist.max
+    draw = rng.lognormvariate  # type: ignore[attr-defined]
+
+    def one() -> int:
+        v = round(draw(mu, sigma))
+        return lo if v < lo else hi if v > hi else v
+
+    return one
+
+
+def length_columns(cfg: WorkloadConfig, max_model_len: int, num: int) -> Columns:
+    """Prompt and output lengths, priorities and prefix groups of `num` requests."""
+    lengths, choice = _rng(cfg.seed, "lengths"), _rng(cfg.seed, "choice")
+    sp = cfg.shared_prefix
+    prios = [p.priority for p in cfg.priorities] or [0]
+    weights = [p.weight for p in cfg.priorities] or [1.0]
+    prompt_draw = _draw(cfg.prompt_len, lengths.random, lengths)
+    output_draw = _draw(cfg.output_len, lengths.random, lengths)
+    rand, pick = choice.random, choice.choices
+    one_prio, tool_share = prios[0] if len(prios) == 1 else None, cfg.tool_call_share
+    cols = Columns([0] * num, [0] * num, [0] * num, [-1] * num)
+    for i in range(num):
+        group = -1
+        if sp.groups and rand() < sp.share:
+            group = choice.randrange(sp.groups)
+        if one_prio is None:
+            cols.priority[i] = pick(prios, weights)[0]
+        else:
+            rand()  # what choices() draws for one class
+            cols.priority[i] = one_prio
+        rand() < tool_share  # noqa: B015  the tool-call draw, kept for the stream's order
+        prompt_len = prompt_draw() + (sp.length if group >= 0 else 0)
+        out_len = output_draw()
+        room = max_model_len - prompt_len
+        cols.prompt_len[i] = prompt_len
+        cols.max_tokens[i] = min(out_len, room) if room >= 1 else out_len
+        cols.prefix_group[i] = group
+    return cols
