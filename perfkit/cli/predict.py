@@ -57,7 +57,7 @@ def predict(
         raise PerfkitError(f"--format: expected table or json, got {fmt!r}")
     prof = resolve_profile(profile, model,
                            load_sets(set_, concurrency, rate, requests, None, warmup, None, seed))
-    from perfkit.config.profile import check_pool, profile_sha256
+    from perfkit.config.profile import check_pool, profile_dict
     from perfkit.predict.calibration import check_against, load_calibration
     from perfkit.predict.levels import predict_profile
     from perfkit.predict.render import prediction_json, prediction_text
@@ -79,7 +79,7 @@ def predict(
     if live is not None:
         from perfkit.predict.compare import compare as compare_levels
 
-        comparison = compare_levels(prediction, live, str(compare), profile_sha256(prof))
+        comparison = compare_levels(prediction, live, str(compare), profile_dict(prof))
     doc = prediction_json(prediction, comparison)
     if json_path is not None:
         atomic_write_text(json_path, doc)

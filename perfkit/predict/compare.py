@@ -1,13 +1,16 @@
 """A prediction beside a live sweep of the same levels: live, predicted and the error.
 
 A live level run several times (--repeats) is the mean of its runs' values; a level the
-live sweep did not run is left out. error = (predicted - live) / live.
+live sweep did not run is left out. error = (predicted - live) / live. The live sweep ran
+the predicted profile when their resolved profiles agree but for sweep.repeats (the
+prediction runs each level once).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from perfkit.predict.levels import PredictedLevel, Prediction
 from perfkit.result.level import Latency, LevelResult, Throughput
@@ -35,7 +38,7 @@ class LevelComparison:
 class Comparison:
     live: str  # the live result's file, as given
     live_profile_sha256: str
-    same_profile: bool  # the live sweep's resolved profile is the predicted one
+    same_profile: bool  # the live sweep's resolved profile is the predicted one (see doc)
     levels: list[LevelComparison]
 
 
@@ -57,8 +60,14 @@ def _pair(metric: Metric, runs: list[LevelResult], pred: PredictedLevel) -> Pair
     return Pair(live, predicted, error)
 
 
+def _but_repeats(resolved: dict[str, Any]) -> dict[str, Any]:
+    sweep = {k: v for k, v in resolved.get("sweep", {}).items() if k != "repeats"}
+    return {**resolved, "sweep": sweep}
+
+
 def compare(prediction: Prediction, live: SweepResult, live_path: str,
-            profile_sha256: str) -> Comparison:
+            resolved: dict[str, Any]) -> Comparison:
+    """`resolved`: the predicted profile, every key (config.profile.profile_dict)."""
     runs: dict[str, list[LevelResult]] = {}
     for lv in live.levels:
         runs.setdefault(lv.point.short, []).append(lv)
@@ -68,5 +77,5 @@ def compare(prediction: Prediction, live: SweepResult, live_path: str,
         if group:
             pairs = {name: _pair(metric, group, pred) for name, metric in METRICS.items()}
             levels.append(LevelComparison(pred.point.short, len(group), **pairs))
-    return Comparison(live_path, live.profile.sha256, live.profile.sha256 == profile_sha256,
-                      levels)
+    same = _but_repeats(live.profile.resolved) == _but_repeats(resolved)
+    return Comparison(live_path, live.profile.sha256, same, levels)

@@ -84,8 +84,9 @@ def prediction_text(pred: Prediction, cal: Calibration,
         parts.append(_table(f"Predicted vs live ({comparison.live})",
                             *_compare_rows(comparison.levels)))
         if not comparison.same_profile:
-            parts.append(Text("The live sweep ran another resolved profile (its sha256 "
-                              "differs): levels are compared by name only.", style="yellow"))
+            parts.append(Text("The live sweep ran another resolved profile (more than "
+                              "sweep.repeats differs): levels are compared by name only.",
+                              style="yellow"))
     return Group(*parts)
 
 
