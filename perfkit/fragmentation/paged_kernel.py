@@ -242,19 +242,34 @@ def schedule_running(req, q, grp, cfg, s):
 
 
 @kernel
+def head_hits(grp, cfg, req, i):
+    """Blocks of waiting request i's shared prefix that are cached now."""
+    g = req[i * NF + GROUP]
+    return cfg[SHARED] if cfg[SHARED] > 0 and g >= 0 and grp[g * NG + GCACHED] == 1 else 0
+
+
+@kernel
+def head_fits(req, grp, cfg, s, i, left):
+    """Whether waiting request i's admission check passes with `left` tokens of budget:
+    the blocks of all its tokens (full_prompt) or of its first chunk, plus revived ones."""
+    bs, hits, g = cfg[BS], head_hits(grp, cfg, req, i), req[i * NF + GROUP]
+    revive = hits if hits > 0 and grp[g * NG + GREF] == 0 else 0
+    num = min(left, req[i * NF + NTOK] - hits * bs)
+    need = cdiv(hits * bs + num, bs) - hits
+    check = cdiv(req[i * NF + NTOK], bs) - hits if cfg[FULL] == 1 else need
+    return check + revive <= s[FREE]
+
+
+@kernel
 def admit_head(req, q, grp, cfg, s, i):
     """Admit waiting request i if its blocks fit (prefix hits first); False if not."""
     bs, r = cfg[BS], i * NF
     g = req[r + GROUP]
-    hits = revive = 0
-    if cfg[SHARED] > 0 and g >= 0 and grp[g * NG + GCACHED] == 1:
-        hits = cfg[SHARED]
-        revive = hits if grp[g * NG + GREF] == 0 else 0
+    if not head_fits(req, grp, cfg, s, i, s[LEFT]):
+        return False
+    hits = head_hits(grp, cfg, req, i)
     num = min(s[LEFT], req[r + NTOK] - hits * bs)
     need = cdiv(hits * bs + num, bs) - hits
-    check = cdiv(req[r + NTOK], bs) - hits if cfg[FULL] == 1 else need
-    if check + revive > s[FREE]:
-        return False
     heap_pop(q, s)
     if cfg[SHARED] > 0 and g >= 0:  # the group's blocks are the group's, not i's
         s[FREE] -= group_take(grp, cfg, s, g)
@@ -357,6 +372,136 @@ def step(req, q, grp, cfg, s):
     return ran
 
 
+# -- steps that only decode, at once -------------------------------------------------------------
+@kernel
+def tri(m, bs):
+    """sum of cdiv(y, bs) for y in 1..m (0 for m <= 0): T(q*bs + r) = bs*q(q+1)/2 + r(q+1)."""
+    if m <= 0:
+        return 0
+    qq, rr = m // bs, m % bs
+    return bs * qq * (qq + 1) // 2 + rr * (qq + 1)
+
+
+@kernel
+def gained(req, cfg, i, j):
+    """Blocks request i (a decoder) allocates over the next j steps."""
+    over = req[i * NF + COMP] + j - req[i * NF + NBLK] * cfg[BS]
+    return 0 if over <= 0 else (over + cfg[BS] - 1) // cfg[BS]
+
+
+@kernel
+def span_gain(req, q, cfg, s, j):
+    total = 0
+    for k in range(s[NRUN]):
+        total += gained(req, cfg, q[k * NQ + RUN], j)
+    return total
+
+
+@kernel
+def span_length(req, q, grp, cfg, s):
+    """Steps from T on in which every running request decodes one token and nothing else
+    happens: no finish, arrival, admission or preemption (their blocks fit). 0: step T
+    may do more. Never with a timeline (rows per step)."""
+    nrun, left = s[NALIVE], cfg[BUDGET] - s[NALIVE]
+    if cfg[TIMELINE] == 1 or nrun == 0 or left < 0 or s[REMOVED] == 1:
+        return 0
+    if s[NHEAP] > 0 and left > 0 and nrun < cfg[CAP] \
+            and head_fits(req, grp, cfg, s, q[HEAP] & MASK, left):
+        return 0  # free blocks only shrink over the span: a head that waits keeps waiting
+    span = NEVER
+    if s[NXT] < s[NUM_REQ]:
+        span = req[s[NXT] * NF + ARRIVAL] - s[T]
+    for k in range(nrun):
+        r = q[k * NQ + RUN] * NF
+        if req[r + NTOK] - req[r + COMP] != 1:
+            return 0
+        span = min(span, req[r + FINAL] - 2 - req[r + COMP])  # step T + j finishes it
+    if span > 0 and nrun * (span // cfg[BS] + 1) <= s[FREE]:
+        return span  # every request's blocks fit, whatever its phase: no pass to count them
+    while span > 0 and span_gain(req, q, cfg, s, span) > s[FREE]:
+        span //= 2
+    return span
+
+
+@kernel
+def internal_at(req, cfg, i, j):
+    """Internal slots of decoder i after the step j steps from now (j >= 0)."""
+    bs, r = cfg[BS], i * NF
+    return max(0, (req[r + NBLK] + gained(req, cfg, i, j + 1)) * bs - (req[r + FINAL] - 1))
+
+
+@kernel
+def span_peak(req, q, cfg, s, span, gain):
+    """The first step of the span at its most blocks (they only grow): a peak."""
+    lo, hi = 0, span - 1  # the first j whose step ends with all `gain` blocks
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if span_gain(req, q, cfg, s, mid + 1) == gain:
+            hi = mid
+        else:
+            lo = mid + 1
+    bs, internal = cfg[BS], 0
+    for k in range(s[NRUN]):
+        internal += internal_at(req, cfg, q[k * NQ + RUN], lo)
+    alloc = cfg[NB] - s[FREE] + gain
+    used = s[SUM_COMP] - s[SAVED] * bs + s[NALIVE] * (lo + 1)
+    s[PEAK_OCC], s[PEAK_STEP] = alloc * bs, s[T] + lo
+    s[PEAK_USED], s[PEAK_INT] = used, internal
+    s[PEAK_RES], s[PEAK_FREE] = alloc * bs - used - internal, (cfg[NB] - alloc) * bs
+
+
+@kernel
+def fast_forward(req, q, grp, cfg, s, span):
+    """Record and apply `span` decode-only steps (span_length) in closed form: used slots
+    grow by the running count per step, a request's blocks by cdiv of its overflow, its
+    internal slots appear with its last block (span_internal's rule). One pass."""
+    bs, nrun, nb = cfg[BS], s[NALIVE], cfg[NB]
+    used0, alloc0 = s[SUM_COMP] - s[SAVED] * bs, nb - s[FREE]
+    block_steps = gain = internal = 0
+    for k in range(nrun):
+        i = q[k * NQ + RUN]
+        r = i * NF
+        x = req[r + COMP] - req[r + NBLK] * bs
+        block_steps += tri(max(0, x + span), bs) - tri(max(0, x), bs)
+        gain += gained(req, cfg, i, span)
+        kv = req[r + FINAL] - 1
+        last = cdiv(kv, bs)
+        if req[r + NBLK] >= last:
+            internal += span * max(0, req[r + NBLK] * bs - kv)
+        else:
+            first = max(0, (last - req[r + NBLK] - 1) * bs - x)  # its first step there
+            internal += (last * bs - kv) * max(0, span - first)
+    used = span * used0 + nrun * span * (span + 1) // 2
+    blocks = span * alloc0 + block_steps
+    s[SUM_USED] += used
+    s[SUM_INT] += internal
+    s[SUM_RES] += blocks * bs - used - internal
+    s[SUM_FREE] += (span * nb - blocks) * bs
+    s[SUM_SAVED] += span * s[SAVED]
+    s[PEAK_SAVED] = max(s[PEAK_SAVED], s[SAVED])
+    s[PEAK_SEQS] = max(s[PEAK_SEQS], nrun)
+    s[STEPS] += span
+    if (alloc0 + gain) * bs > s[PEAK_OCC] or s[PEAK_STEP] < 0:
+        span_peak(req, q, cfg, s, span, gain)
+    if s[NHEAP] > 0 and cfg[BUDGET] > nrun:  # the head waited at every step of the span
+        if nrun >= cfg[CAP]:
+            s[LAST_CAP] = s[T] + span - 1
+        else:
+            s[LAST_MEM] = s[T] + span - 1
+    for k in range(nrun):
+        i = q[k * NQ + RUN]
+        g = gained(req, cfg, i, span)
+        if g > 0:
+            set_blocks(req, cfg, s, i, req[i * NF + NBLK] + g)
+        req[i * NF + COMP] += span
+        req[i * NF + NTOK] += span
+    s[FREE] -= gain
+    s[SUM_COMP] += nrun * span
+    if cfg[SHARED] > 0:
+        group_evict(grp, cfg, s)
+    s[T] += span
+
+
 # -- the loop ------------------------------------------------------------------------------------
 @kernel
 def arrive(req, q, cfg, s, i):
@@ -415,6 +560,10 @@ def run(req, q, grp, cfg, s, tl):
             if s[NXT] >= n or req[s[NXT] * NF + ARRIVAL] >= NEVER:
                 return tl
             s[T] = req[s[NXT] * NF + ARRIVAL]
+            continue
+        span = span_length(req, q, grp, cfg, s)
+        if span > 0:
+            fast_forward(req, q, grp, cfg, s, span)
             continue
         ran = step(req, q, grp, cfg, s)
         if ran > 0:

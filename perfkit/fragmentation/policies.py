@@ -179,8 +179,18 @@ def _has_shared_prefix(trace: Trace, bs: int) -> bool:
     return trace.prefix_len // bs > 0 and any(g >= 0 for g in trace.prefix_group)
 
 
+def warm_kernels() -> None:
+    """Compile (first run) or load (cached) both kernels here, before the workers fork:
+    they inherit the machine code instead of each loading or compiling it again."""
+    tiny = Trace([1], [1], [0], [-1], 0, [0], 8)
+    simulate_paged(tiny, 1, 1, 1)
+    simulate_contiguous(tiny, 8, reserve_exact, 1, "warm-up")
+
+
 def _run_jobs(jobs: list[Job], trace: Trace, num_procs: int) -> list[tuple[PolicyResult, float]]:
     global _TRACE
+    if jobs and jobs[0].jit:
+        warm_kernels()
     _TRACE = trace
     try:
         if num_procs <= 1 or "fork" not in multiprocessing.get_all_start_methods():

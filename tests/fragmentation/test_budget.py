@@ -36,6 +36,9 @@ def both(tr: Trace, bs: int, blocks: int, seqs: int, budget: int, admission: str
     """(fast replay, engine replay) of one trace under the same rules."""
     fast = simulate_paged(tr, blocks, bs, seqs, timeline=True, max_num_batched_tokens=budget,
                           full_prompt=admission == "full_prompt")
+    spans = simulate_paged(tr, blocks, bs, seqs, max_num_batched_tokens=budget,
+                           full_prompt=admission == "full_prompt")  # decode spans at once
+    assert spans == dataclasses.replace(fast, timeline=[])
     exact = replay_scheduler(engine_profile(bs, blocks, seqs, budget, admission,
                                             tr.max_model_len), specs_for(tr),
                              tr.arrival_step, clients=tr.clients,
@@ -112,9 +115,13 @@ def test_compiled_replays_equal_plain_python(name, seed, bs, blocks, seqs, budge
                                              caching):
     prof = load_profile(name, Overrides(sets=(f"workload.seed={seed}",)))
     tr = lengths_trace(prof, 120, arrivals, 0.01, clients=seqs)
-    runs = [simulate_paged(tr, blocks, bs, seqs, caching, timeline=True,
-                           max_num_batched_tokens=budget, use_jit=j) for j in (True, False)]
-    assert runs[0] == runs[1]
+    for timeline in (True, False):
+        runs = [simulate_paged(tr, blocks, bs, seqs, caching, timeline=timeline,
+                               max_num_batched_tokens=budget, use_jit=j) for j in (True, False)]
+        assert runs[0] == runs[1]
+    assert runs[0] == dataclasses.replace(simulate_paged(
+        tr, blocks, bs, seqs, caching, timeline=True, max_num_batched_tokens=budget),
+        timeline=[])
     runs = [simulate_contiguous(tr, blocks * bs, reserve_pow2, seqs, "pow2", use_jit=j)
             for j in (True, False)]
     assert runs[0] == runs[1]
