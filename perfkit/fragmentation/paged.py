@@ -49,6 +49,7 @@ def _state(trace: Trace, num_blocks: int, block_size: int, max_num_seqs: int, bu
                     trace.clients, trace.client_delay, int(timeline)], np.int64)
     s = np.zeros(pk.NUM_SCALARS, np.int64)
     s[pk.FREE], s[pk.LAST_MEM], s[pk.LAST_CAP], s[pk.PEAK_STEP] = num_blocks, -1, -1, -1
+    s[pk.LAST_BUDGET] = -1
     s[pk.ASSIGNED], s[pk.NUM_REQ], s[pk.NUM_GROUPS] = min(trace.clients, n), n, groups
     grp = np.zeros((groups + 1, pk.NG), np.int64)  # + the ring's sentinel row
     grp[:, pk.LNEXT] = grp[:, pk.LPREV] = np.arange(groups + 1)  # the empty ring
@@ -91,5 +92,5 @@ def _result(s: list[int] | np.ndarray, tl: np.ndarray, name: str, block_size: in
         peak_sequences=v[pk.PEAK_SEQS], num_finished=v[pk.FINISHED],
         num_rejected=v[pk.REJECTED], num_preempted=v[pk.PREEMPTED],
         num_queued_for_memory=v[pk.QMEM], num_queued_for_seqs=v[pk.QSEQS],
-        timeline=timeline,
+        num_queued_for_budget=v[pk.QBUDGET], timeline=timeline,
     )

@@ -57,7 +57,8 @@ GREF, GCACHED, LNEXT, LPREV, NG = range(5)
  SAVED, CACHED_FREE, ASSIGNED, LAST_MEM, LAST_CAP, NXT, NUM_REQ, NUM_GROUPS,
  STEPS, FINISHED, REJECTED, PREEMPTED, QMEM, QSEQS, PEAK_SEQS,
  SUM_USED, SUM_RES, SUM_INT, SUM_FREE, PEAK_USED, PEAK_RES, PEAK_INT, PEAK_FREE,
- PEAK_STEP, PEAK_OCC, SUM_SAVED, PEAK_SAVED, NTL, NUM_SCALARS) = range(40)
+ PEAK_STEP, PEAK_OCC, SUM_SAVED, PEAK_SAVED, NTL, LAST_BUDGET, QBUDGET,
+ NUM_SCALARS) = range(42)
 MASK = (1 << 32) - 1  # key & MASK = the request
 
 
@@ -296,6 +297,8 @@ def admit_head(req, q, grp, cfg, s, i):
 @kernel
 def schedule_waiting(req, q, grp, cfg, s):
     """FCFS by key while the budget lasts, fewer than max_num_seqs run and blocks fit."""
+    if s[NHEAP] > 0 and s[LEFT] == 0:
+        s[LAST_BUDGET] = s[T]  # the head waits for the token budget
     while s[NHEAP] > 0 and s[LEFT] > 0:
         if s[NALIVE] >= cfg[CAP]:
             s[LAST_CAP] = s[T]
@@ -308,6 +311,7 @@ def schedule_waiting(req, q, grp, cfg, s):
             req[i * NF + SEEN] = 1
             s[QMEM] += s[LAST_MEM] >= req[i * NF + ARRIVAL]
             s[QSEQS] += s[LAST_CAP] >= req[i * NF + ARRIVAL]
+            s[QBUDGET] += s[LAST_BUDGET] >= req[i * NF + ARRIVAL]
 
 
 @kernel
@@ -483,6 +487,8 @@ def fast_forward(req, q, grp, cfg, s, span):
     s[STEPS] += span
     if (alloc0 + gain) * bs > s[PEAK_OCC] or s[PEAK_STEP] < 0:
         span_peak(req, q, cfg, s, span, gain)
+    if s[NHEAP] > 0 and cfg[BUDGET] == nrun:
+        s[LAST_BUDGET] = s[T] + span - 1
     if s[NHEAP] > 0 and cfg[BUDGET] > nrun:  # the head waited at every step of the span
         if nrun >= cfg[CAP]:
             s[LAST_CAP] = s[T] + span - 1

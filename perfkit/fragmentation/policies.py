@@ -275,9 +275,10 @@ def verdict(p: PolicyResult) -> str:
 
 
 def limiter(rep: FragReport) -> tuple[str, str]:
-    """What bounded the run at the profile's block size: ("memory" | "batch cap" | "load",
-    a sentence). With the batch cap binding, the pool never fills and the shares above
-    say little about fragmentation: the sentence says what to change."""
+    """What bounded the run at the profile's block size: ("memory" | "batch cap" |
+    "token budget" | "load", a sentence). With the batch cap or the budget binding, the
+    pool never fills and the shares above say little about fragmentation: the sentence
+    says what to change."""
     bs, cap = rep.profile.engine.block_size, rep.profile.engine.max_num_seqs
     p = next(x for x in rep.policies if x.name == f"paged-{bs}")
     occupied = p.peak.occupied / p.pool_slots if p.pool_slots else 0.0
@@ -289,5 +290,12 @@ def limiter(rep: FragReport) -> tuple[str, str]:
             f"the batch cap (max_num_seqs {cap}), not memory, limits paged-{bs}: at most "
             f"{occupied:.1%} of its pool was occupied; raise max_num_seqs or lower the KV "
             "budget (--kv-memory) to see fragmentation under memory pressure")
+    if p.num_queued_for_budget:
+        budget = rep.profile.engine.max_num_batched_tokens
+        return "token budget", (
+            f"the token budget (max_num_batched_tokens {budget}), not memory, limits "
+            f"paged-{bs}: {p.num_queued_for_budget:,} requests waited for it, at most "
+            f"{p.peak_sequences} running, {occupied:.1%} of the pool occupied; raise "
+            "max_num_batched_tokens to admit more at once")
     return "load", (f"neither memory nor the batch cap limits paged-{bs}: at most "
                     f"{p.peak_sequences} running, {occupied:.1%} of the pool occupied")

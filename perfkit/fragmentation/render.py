@@ -218,7 +218,7 @@ def policy_dict(p: PolicyResult) -> dict[str, Any]:
         peak_sequences=p.peak_sequences, pool_slots=p.pool_slots, num_blocks=p.num_blocks,
         steps=p.num_steps, finished=p.num_finished, rejected=p.num_rejected,
         preempted=p.num_preempted, queued_for_memory=p.num_queued_for_memory,
-        queued_for_seqs=p.num_queued_for_seqs,
+        queued_for_seqs=p.num_queued_for_seqs, queued_for_budget=p.num_queued_for_budget,
         slot_steps={k: getattr(p.totals, k) for k in KINDS},
     )
     return out

@@ -120,6 +120,8 @@ class PolicyResult:
     num_queued_for_memory: int  # requests that waited while the queue head did not fit
     num_queued_for_seqs: int  # requests that waited while max_num_seqs were running
     timeline: list[tuple[int, int]] = field(default_factory=list)  # (blocks, slots used)/step
+    # requests that waited while a step's token budget was spent (paged replays)
+    num_queued_for_budget: int = 0
 
     @property
     def mean_free_gap(self) -> float:
