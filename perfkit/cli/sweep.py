@@ -25,6 +25,7 @@ from perfkit.errors import PerfkitError
 from perfkit.files import check_output, check_output_dir
 
 if TYPE_CHECKING:
+    from perfkit.config.schema import Profile
     from perfkit.result.sweep import SweepResult
 
 FORMATS = ("table", "json", "markdown", "csv")
@@ -158,10 +159,12 @@ def sweep(
     server_profile_dir: Annotated[Path | None, typer.Option(
         help="With --server-profile: the server's profiler folder, when this machine can "
         "read it; perfkit lists the trace files each profiled level wrote.")] = None,
+    lockstep: Annotated[Path | None, typer.Option(
+        help="Take turns with another perfkit sweep started with the same socket path "
+        "(e.g. /tmp/perfkit.sock): baseline and candidate alternate every 20 ms, so both "
+        "see the same machine; pauses are excluded from every timing. Closed-loop levels, "
+        "in-process only; see the README's CI recipe.")] = None,
 ) -> None:
-    """Sweep concurrency (or arrival rate) over the paged KV engine: latency, throughput,
-    KV usage, CPU kernel time, GC and GPU memory per level, the knee and findings.
-    With --target, the same profiles and levels against a running OpenAI-compatible server."""
     """Sweep concurrency (or arrival rate) over the paged KV engine: latency, throughput,
     KV usage, CPU kernel time, GC and GPU memory per level, the knee and findings.
     With --target, the same profiles and levels against a running OpenAI-compatible server."""
@@ -195,6 +198,7 @@ def sweep(
     remote = None if target is None else TargetOptions(
         target, model, api_key_env, timeout, scrape_metrics, tokenizer,
         endpoint or "completions", server_profile, server_profile_dir)
+    _check_lockstep(lockstep, target, search, stacks, prof)
     stop = StopFlag()
     stop.install()
     from perfkit.cli.sweep_progress import ProgressEvents
@@ -211,7 +215,8 @@ def sweep(
                                 stop=stop.__bool__)
         else:
             result = run_sweep(prof, path, samplers=samplers, stacks=stack_opts,
-                               target=remote, events=events, stop=stop.__bool__)
+                               target=remote, events=events, stop=stop.__bool__,
+                               lockstep=lockstep)
     _export(result, fmt, out)
     if report and path is not None and result.levels:
         from perfkit.report.html import write_report
@@ -221,6 +226,21 @@ def sweep(
         err_console.print(f"Interrupted: {len(result.levels)} level(s) kept"
                           + (f" in {path}" if path else "") + ".")
         raise typer.Exit(130)
+
+
+def _check_lockstep(path: Path | None, target: str | None, search: bool, stacks: bool,
+                    prof: Profile) -> None:
+    """--lockstep pairs in-process closed-loop levels run for run."""
+    if path is None:
+        return
+    clash = [flag for flag, on in (("--target", target), ("--search", search),
+                                   ("--stacks", stacks)) if on]
+    if clash:
+        raise PerfkitError(f"--lockstep cannot be combined with {', '.join(clash)}: it pairs "
+                           "in-process sweeps level for level (drop one of them)")
+    if prof.sweep.rates:
+        raise PerfkitError("--lockstep pairs closed-loop levels only: drop --rate (or "
+                           "sweep.rates), or sweep the rates without --lockstep")
 
 
 def _export(result: SweepResult, fmt: str, out: Path | None) -> None:

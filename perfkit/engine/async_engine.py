@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator
 
+from perfkit import clock
 from perfkit.engine.engine import Engine, TokenEvent
 from perfkit.engine.sequence import Sequence
 from perfkit.workload import RequestSpec
@@ -84,6 +85,7 @@ class AsyncEngine:
                         del self._streams[event.seq.seq_id]
             await asyncio.sleep(0)  # clients consume and submit before the next step
             await asyncio.sleep(0)
+            clock.between_steps()  # a lockstep peer may run now (perfkit.clock)
 
     async def close(self) -> None:
         """Cancel what is in flight (streams end) and stop the loop."""

@@ -8,17 +8,17 @@ loop wherever the engine is driven (sweeps, serve, the fragmentation replays, be
 
 Deterministic for a profile and seed: the same scheduling decisions, block counts,
 preemptions and (greedy) tokens on every run. Times are stamped with
-`time.perf_counter()` when a token is appended.
+`clock.now()` when a token is appended.
 """
 
 from __future__ import annotations
 
 import gc
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from perfkit import clock
 from perfkit.config.schema import Profile
 from perfkit.engine.blocks import BlockPool
 from perfkit.engine.executor import Executor, ExecutorFactory
@@ -38,7 +38,7 @@ if TYPE_CHECKING:
 class TokenEvent:
     seq: Sequence
     token: int
-    time_s: float  # perf_counter when appended
+    time_s: float  # perfkit.clock.now() when appended
     finished: bool
 
 
@@ -63,8 +63,8 @@ class EngineStats:
     guard_s: float = 0.0  # time in the guard's mask and check (timing, not a count)
     kv_timeline: list[KvSample] = field(default_factory=list)
     # One entry per step that ran, in order (parallel lists: no object per step).
-    step_start_s: list[float] = field(default_factory=list)  # perf_counter at schedule()
-    step_end_s: list[float] = field(default_factory=list)  # perf_counter after the append
+    step_start_s: list[float] = field(default_factory=list)  # perfkit.clock at schedule()
+    step_end_s: list[float] = field(default_factory=list)  # perfkit.clock after the append
     step_prefill_tokens: list[int] = field(default_factory=list)  # prompt tokens computed
     step_prefill_seqs: list[int] = field(default_factory=list)  # sequences still prefilling
 
@@ -150,11 +150,11 @@ class Engine:
 
     # -- one step ---------------------------------------------------------------------
     def step(self) -> list[TokenEvent]:
-        start_s = time.perf_counter()
+        start_s = clock.now()
         out = self.scheduler.schedule()
         for seq in out.admitted:
             if seq.first_scheduled_s is None:
-                seq.first_scheduled_s = time.perf_counter()
+                seq.first_scheduled_s = clock.now()
         if self.on_step is not None:
             self.on_step(out)
         if not out.scheduled:
@@ -175,12 +175,12 @@ class Engine:
         prefill = [s.num_new_tokens for s in out.scheduled if not s.samples or s.num_new_tokens > 1]
         stats = self.stats
         stats.step_start_s.append(start_s)
-        stats.step_end_s.append(time.perf_counter())
+        stats.step_end_s.append(clock.now())
         stats.step_prefill_tokens.append(sum(prefill))
         stats.step_prefill_seqs.append(len(prefill))
 
     def _append(self, sampling: list[Sequence], tokens: list[int]) -> list[TokenEvent]:
-        now = time.perf_counter()
+        now = clock.now()
         for seq, token in zip(sampling, tokens):
             seq.token_ids.append(token)
         reasons = self._guard_check(sampling)
@@ -200,9 +200,9 @@ class Engine:
         """A finish reason per sequence from the guard ("stop", "loop") or None."""
         if self.guard is None:
             return [None] * len(sampling)
-        start = time.perf_counter()
+        start = clock.now()
         reasons = self.guard.check(sampling)
-        self.stats.guard_s += time.perf_counter() - start
+        self.stats.guard_s += clock.now() - start
         return reasons
 
     def _record_kv(self) -> None:
@@ -211,7 +211,7 @@ class Engine:
         empty_tail = sum(len(s.block_ids) * bs - s.num_computed_tokens for s in running)
         used = self.pool.num_used_blocks
         self.stats.kv_timeline.append(KvSample(
-            time.perf_counter(), used, used * bs - empty_tail, self.pool.num_cached_free_blocks,
+            clock.now(), used, used * bs - empty_tail, self.pool.num_cached_free_blocks,
             len(running), len(self.scheduler.waiting),
         ))
 

@@ -34,7 +34,7 @@ class Sequence:
     num_cached_tokens: int = 0  # prefix-cache hit at the first admission
     num_preemptions: int = 0
     finish_reason: str | None = None
-    first_scheduled_s: float | None = None  # perf_counter of the first admission (queue end)
+    first_scheduled_s: float | None = None  # perfkit.clock of the first admission (queue end)
     # guard state (engine/guard.py); kept across preemption: generated tokens are never redone
     fsm_state: int = 0  # tool calls: DFA state after the output so far
     loop_start: int | None = None  # finish "loop": output index where the repeated cycle starts

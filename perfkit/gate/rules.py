@@ -134,16 +134,20 @@ def _rule(direction: Literal["lower", "higher"], rel: float | None, abs_: float 
 
 
 # Chosen from same-vs-same and planted-slowdown runs of the README's CI recipe on a
-# loaded 2-core machine (5 interleaved pairs, 100 requests a level): medians and CPU
-# time per token decide a 10% change; a paired p99 of 100 samples a run is decided
-# only against a wide band, so p99 catches tails that blow up (the slowest requests
-# several times slower), not a few percent. system_share is a share near 0: an
-# absolute band (5 points) means something where a relative one does not.
+# loaded 2-core machine (two sweeps in --lockstep, 6 repeats, 100 requests a level):
+# TPOT and E2E medians and CPU time per token decide a 10% change (pairs within +-3%);
+# a TTFT median is one prefill step per request, about twice as noisy: 10%. A paired
+# p99 of 100 samples a run is the second-slowest request, decided only against a wide
+# band (+100%), so p99 catches tails that blow up, not a few percent. Throughput and
+# goodput are means over the level: one stalled request moves them by 10% on a shared
+# machine, and at a closed-loop level they follow from the latencies gated here, so
+# they are shown, not required. system_share is a share near 0: an absolute band.
 DEFAULT_RULES: dict[str, GateRule] = {
-    "ttft_p50": _rule("lower", 0.05), "ttft_p99": _rule("lower", 0.50),
-    "tpot_p50": _rule("lower", 0.05), "tpot_p99": _rule("lower", 0.50),
-    "e2e_p50": _rule("lower", 0.05), "e2e_p99": _rule("lower", 0.50),
-    "throughput": _rule("higher", 0.05), "goodput": _rule("higher", 0.05),
+    "ttft_p50": _rule("lower", 0.10), "ttft_p99": _rule("lower", 1.0),
+    "tpot_p50": _rule("lower", 0.05), "tpot_p99": _rule("lower", 1.0),
+    "e2e_p50": _rule("lower", 0.05), "e2e_p99": _rule("lower", 1.0),
+    "throughput": _rule("higher", 0.05, required=False),
+    "goodput": _rule("higher", 0.05, required=False),
     "system_share": _rule("lower", None, 0.05),
     "cpu_per_token": _rule("lower", 0.05), "cpu_per_step": _rule("lower", 0.05),
     "gpu_peak_bytes": _rule("lower", 0.05, required=False),

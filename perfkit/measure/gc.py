@@ -6,7 +6,7 @@ collections never nest; so one pending start time is enough. Finalizers run
 inside a collection and may let another thread call `stop()` mid-collection:
 a "stop" phase without a matching "start" is then ignored.
 
-Two clocks per pause: wall (perf_counter) and the collecting thread's CPU time
+Two clocks per pause: wall (perfkit.clock) and the collecting thread's CPU time
 (thread_time). On a busy machine the collector can be descheduled mid-collection;
 the wall pause then includes the run-queue wait, the CPU pause does not. The CPU
 pause is the collector's real cost; the wall pause is what a request waiting on the
@@ -20,6 +20,8 @@ import gc
 import time
 from dataclasses import dataclass, field
 from typing import Any
+
+from perfkit import clock
 
 DEFAULT_MAX_PAUSES = 10_000
 
@@ -83,7 +85,7 @@ class GcRecorder:
             self._registered = False
 
     def _on_gc(self, phase: str, info: dict[str, Any]) -> None:
-        now, cpu = time.perf_counter(), time.thread_time()
+        now, cpu = clock.now(), time.thread_time()
         if phase == "start":
             self._pending_t, self._pending_cpu = now, cpu
             return

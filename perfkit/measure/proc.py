@@ -19,9 +19,10 @@ from __future__ import annotations
 
 import os
 import resource
-import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
+
+from perfkit import clock
 
 if TYPE_CHECKING:
     import psutil
@@ -33,7 +34,7 @@ _TASK_DIR = "/proc/self/task"
 class ProcSnapshot:
     """Cumulative process counters at one instant; subtract two with `delta`."""
 
-    t_s: float  # time.monotonic() when taken
+    t_s: float  # perfkit.clock.now() when taken (lockstep pauses excluded, as is their CPU)
     user_s: float  # CPU seconds in user mode, all threads
     system_s: float  # CPU seconds in the kernel on our behalf, all threads
     num_minor_faults: int  # page faults served without I/O (first touch, COW)
@@ -117,10 +118,11 @@ class ProcStats:
 def snapshot() -> ProcSnapshot:
     """Cheap (~2 µs, one getrusage call): fit to take once per engine step."""
     ru = resource.getrusage(resource.RUSAGE_SELF)
+    paused_user, paused_system = clock.paused_cpu_s()  # 0.0 unless in lockstep
     return ProcSnapshot(
-        t_s=time.monotonic(),
-        user_s=ru.ru_utime,
-        system_s=ru.ru_stime,
+        t_s=clock.now(),
+        user_s=ru.ru_utime - paused_user,
+        system_s=ru.ru_stime - paused_system,
         num_minor_faults=ru.ru_minflt,
         num_major_faults=ru.ru_majflt,
         num_voluntary_ctx_switches=ru.ru_nvcsw,

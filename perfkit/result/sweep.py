@@ -52,6 +52,18 @@ class Plan:
 
 
 @dataclass(frozen=True)
+class LockstepInfo:
+    """sweep --lockstep: this run took turns with a peer sweep (perfkit.sweep.lockstep);
+    every timing excludes the pauses."""
+
+    quantum_s: float  # how long a turn lasts before it is passed
+    handoffs: int  # turns passed to the peer
+    paused_s: float  # seconds this process waited for the peer, taken out of every timing
+    alone_s: float  # seconds run after the peer ended (or died): unpaired in time. Near 0
+    # when both ran the same plan to the end; large when the peer failed early
+
+
+@dataclass(frozen=True)
 class TargetInfo:
     url: str
     model: str
@@ -71,6 +83,7 @@ class SweepResult:
     findings: list[Finding] = field(default_factory=list)
     complete: bool = False  # False until the last level is written
     search: SearchResult | None = None  # sweep --search: the highest load meeting the SLOs
+    lockstep: LockstepInfo | None = None  # sweep --lockstep: turns taken with a peer sweep
 
     @property
     def device_class(self) -> str:

@@ -177,18 +177,24 @@ def _levels(run_one: LevelRunner, plan: SweepPlan, writer: ResultWriter,
 
 def run_sweep(prof: Profile, path: Path | None = None, *, samplers: bool = True,
               stacks: StackOptions | None = None, target: TargetOptions | None = None,
-              events: SweepEvents | None = None, stop: Callable[[], bool] = _never
-              ) -> SweepResult:
+              events: SweepEvents | None = None, stop: Callable[[], bool] = _never,
+              lockstep: Path | None = None) -> SweepResult:
     """Run every level of `prof` (its [sweep] and [workload]); the result file at `path`
     is rewritten after every level. KeyboardInterrupt ends the sweep after writing what
-    was measured (complete=False)."""
+    was measured (complete=False). With `lockstep` (a socket path) the levels run in
+    turns with a peer sweep, which this waits for once the engine is built."""
+    from perfkit.sweep.lockstep import in_lockstep
+
     plan = plan_from_profile(prof, samplers)
     run_one, header = level_runner(prof, plan, target)
     writer = ResultWriter(path, header)
-    try:
-        complete = _levels(run_one, plan, writer, stacks, events or QuietEvents(), stop)
-    except KeyboardInterrupt:
-        complete = False
+    with in_lockstep(lockstep, plan) as side:
+        try:
+            complete = _levels(run_one, plan, writer, stacks, events or QuietEvents(), stop)
+        except KeyboardInterrupt:
+            complete = False
+    if side is not None:
+        writer.result = replace(writer.result, lockstep=side.info())
     return conclude(writer, prof, complete)
 
 

@@ -2,7 +2,7 @@
 
     probe = TailProbe(); probe.start() ... probe.stop() -> ProbeData
 
-Two sources, both on perf_counter (the engine's step clock):
+Two sources, both on perfkit.clock (the engine's step clock):
 - GC pauses as (start, end) intervals from `gc.callbacks` in the collecting thread
   (the level's GcStats has totals only; the tail needs when each pause happened).
 - Cumulative counters ticked by a daemon thread at `rate_hz`: the engine thread's
@@ -18,9 +18,10 @@ from __future__ import annotations
 import contextlib
 import gc
 import threading
-import time
 from dataclasses import dataclass, field
 from typing import Any
+
+from perfkit import clock
 
 MAX_PAUSES = 200_000  # gen-0 collections under heavy allocation: bounded memory
 
@@ -103,12 +104,12 @@ class TailProbe:
         if delay is None or faults is None:
             return
         d = self.data
-        d.tick_s.append(time.perf_counter())
+        d.tick_s.append(clock.now())
         d.run_delay_s.append(delay)
         d.faults.append(faults)
 
     def _on_gc(self, phase: str, info: dict[str, Any]) -> None:
-        now = time.perf_counter()
+        now = clock.now()
         if phase == "start":
             self._pending = now
             return

@@ -3,7 +3,8 @@
 Closed loop: each client submits its next request when its previous one ends.
 Open loop: each request is submitted at its arrival offset, whatever is in flight;
 its arrival time is the intended one, so a late submission counts as queueing.
-Times in the records are seconds since the level started (perf_counter).
+Times in the records are seconds since the level started (perfkit.clock: perf_counter
+less lockstep pauses).
 
 Both drive a `Serve`: one request in, its `RequestRecord` out. `EngineServe` serves
 from the in-process AsyncEngine; perfkit.remote serves over HTTP from any
@@ -15,10 +16,10 @@ from __future__ import annotations
 import asyncio
 import inspect
 import math
-import time
 from collections.abc import Awaitable, Callable, Iterator
 from typing import Protocol
 
+from perfkit.clock import now
 from perfkit.engine.async_engine import AsyncEngine
 from perfkit.records import RequestRecord
 from perfkit.workload import RequestSpec
@@ -33,7 +34,7 @@ class Serve(Protocol):
 
 
 class EngineServe:
-    """Serve from the in-process AsyncEngine; t0 is the level's perf_counter origin."""
+    """Serve from the in-process AsyncEngine; t0 is the level's clock origin."""
 
     def __init__(self, aeng: AsyncEngine, t0: float) -> None:
         self.aeng = aeng
@@ -42,7 +43,7 @@ class EngineServe:
     async def __call__(self, spec: RequestSpec, warmup: bool,
                        arrival_s: float | None = None) -> RequestRecord:
         t0 = self.t0
-        submitted = time.perf_counter() - t0
+        submitted = now() - t0
         stream = self.aeng.submit(spec)
         rec = RequestRecord(
             request_id=spec.request_id, arrival_s=submitted if arrival_s is None else arrival_s,
@@ -55,7 +56,7 @@ class EngineServe:
         rec.output_tokens = len(rec.token_times_s)
         if rec.token_times_s:
             rec.first_token_s = rec.token_times_s[0]
-        rec.finish_s = time.perf_counter() - t0 if stream.rejected is None else None
+        rec.finish_s = now() - t0 if stream.rejected is None else None
         if rec.token_times_s and seq.finish_reason is not None:
             rec.finish_s = rec.token_times_s[-1]
         if seq.first_scheduled_s is not None:
@@ -87,7 +88,7 @@ async def _warm_done(on_warm: OnWarm) -> None:
 
 
 def submitted_until(specs: list[RequestSpec], least: tuple[int, float] | None,
-                    clock: Callable[[], float] = time.perf_counter) -> Iterator[RequestSpec]:
+                    clock: Callable[[], float] = now) -> Iterator[RequestSpec]:
     """The specs in order; with `least` (count, seconds), none after both are reached
     (seconds on `clock`, from the first spec taken: the predictor's is virtual)."""
     start = clock()
@@ -175,7 +176,7 @@ async def open_loop(serve: Serve, specs: list[RequestSpec], num_warmup: int,
         (s.conversation, s.turn): asyncio.Event() for s in specs if s.conversation is not None}
 
     async def one(spec: RequestSpec, start: float, warmup: bool) -> RequestRecord:
-        delay = start + spec.arrival_s - time.perf_counter()
+        delay = start + spec.arrival_s - now()
         if delay > 0:
             await asyncio.sleep(delay)
         arrival = start + spec.arrival_s
@@ -183,7 +184,7 @@ async def open_loop(serve: Serve, specs: list[RequestSpec], num_warmup: int,
         if previous is not None and not previous.is_set():
             await previous.wait()
             await asyncio.sleep(spec.think_s)
-            arrival = max(arrival, time.perf_counter())
+            arrival = max(arrival, now())
         record = await serve(spec, warmup, arrival - t0)
         if spec.conversation is not None:
             ended[(spec.conversation, spec.turn)].set()
@@ -194,7 +195,7 @@ async def open_loop(serve: Serve, specs: list[RequestSpec], num_warmup: int,
     for phase, warmup in ((specs[:num_warmup], True), (specs[num_warmup:], False)):
         if not phase:
             continue
-        start = time.perf_counter() - phase[0].arrival_s
+        start = now() - phase[0].arrival_s
         records += await asyncio.gather(*(one(s, start, warmup) for s in phase))
         if warmup:
             await _warm_done(on_warm)

@@ -4,10 +4,10 @@ it, turn the raw data into a LevelResult."""
 from __future__ import annotations
 
 import asyncio
-import time
 from dataclasses import replace
 from typing import Any
 
+from perfkit import clock
 from perfkit.config.schema import Profile
 from perfkit.engine.async_engine import AsyncEngine
 from perfkit.engine.engine import Engine
@@ -91,7 +91,7 @@ def run_level(engine: Engine, profile: Profile, plan: SweepPlan, level: LoadPoin
         probe.stop()
         probe.start()
 
-    t0 = time.perf_counter()
+    t0 = clock.now()
     records = asyncio.run(_drive(engine, specs, level, plan, t0, on_record, on_warm))
     measurements = samplers.stop()
     stats = engine.stats

@@ -80,12 +80,16 @@ def test_one_repeat_not_measured_is_named():
     assert r.current is None and r.baseline == 1
 
 
-def test_rate_of_a_level_where_nothing_finished_is_not_measured():
+def test_rate_of_a_level_where_nothing_finished_is_not_measured(tmp_path):
     base = noisy_doc(9)
     cur = copy.deepcopy(base)
     for lv in cur["levels"]:
         lv["throughput"]["output_tokens_per_s"] = None
     r = row(run(base, cur), "c=1", "throughput")
+    assert (r.verdict, r.fails) == ("not measured", False)  # optional by default
+    rules = tmp_path / "rules.toml"
+    rules.write_text("[rules.throughput]\nrequired = true\n")
+    r = row(run(base, cur, rules_file=rules), "c=1", "throughput")
     assert (r.verdict, r.fails) == ("not measured", True)
     assert r.note == ("not measured in the current result: no request finished in the "
                       "measured window")

@@ -1,0 +1,220 @@
+"""Two sweeps in lockstep: baseline and candidate take turns on the machine.
+
+On a shared machine the speed of the CPU drifts by 10-30% from one second to the
+next (other processes, other tenants of the host), so two runs of the same code made
+one after the other, or side by side on different cores, differ by more than most
+regressions. In lockstep two perfkit processes (each its own checkout) meet at a
+UNIX socket and alternate: one runs engine steps for QUANTUM_S, passes the turn and
+blocks until it comes back. Both see the same machine, a few milliseconds apart, so
+the drift hits both sides of every pair alike and the gate's paired ratios cancel it.
+The pauses are taken out of every timing (perfkit.clock), so latencies are those of
+a process running alone at that machine speed.
+
+Protocol (one byte a turn, after a JSON hello line each way):
+  the first process to arrive listens at PATH and holds the turn; the second
+  connects, exchanges hellos and waits for the turn. The holder passes it (b"T")
+  when it has run QUANTUM_S and reaches the next step boundary. A peer that ends or
+  dies closes the socket: the other runs alone from then on (counted in `alone_s`).
+The hello carries the plan; a peer with other levels, repeats or requests cannot be
+paired and both refuse to start (PerfkitError, exit 2, before anything is measured).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import socket
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from perfkit import clock
+from perfkit.errors import PerfkitError
+from perfkit.result.sweep import LockstepInfo
+from perfkit.sweep.plan import SweepPlan
+
+QUANTUM_S = 0.02  # a turn: ~10-20 engine steps of a CPU profile; handing over costs ~0.1 ms
+JOIN_TIMEOUT_S = 300.0  # the peer may still be installing or importing torch
+_TURN = b"T"
+
+
+@dataclass
+class LockstepStats:
+    handoffs: int = 0
+    paused_s: float = 0.0
+    left_at: float | None = None  # perf_counter when the peer ended (or died) first
+    alone_s: float = 0.0  # seconds run alone after that, until close()
+
+
+class Lockstep:
+    """One side of a lockstep pair; `take_turns` is perfkit.clock's TurnTaker."""
+
+    def __init__(self, sock: socket.socket, first: bool, quantum_s: float = QUANTUM_S) -> None:
+        self._sock = sock
+        self._quantum_s = quantum_s
+        self._turn_start = time.perf_counter()
+        self._alone = False
+        self.first = first
+        self.stats = LockstepStats()
+
+    def take_turns(self) -> bool:
+        if self._alone or time.perf_counter() - self._turn_start < self._quantum_s:
+            return False
+        start = time.perf_counter()
+        try:
+            self._sock.sendall(_TURN)
+            back = self._sock.recv(1)
+        except OSError:
+            back = b""
+        if not back:
+            self._go_alone()
+        self._turn_start = time.perf_counter()
+        self.stats.handoffs += 1
+        self.stats.paused_s += self._turn_start - start
+        return True
+
+    def wait_turn(self) -> None:
+        """Block until the peer passes the turn (the second side, before its first step)."""
+        try:
+            if not self._sock.recv(1):
+                self._go_alone()
+        except OSError:
+            self._go_alone()
+        self._turn_start = time.perf_counter()
+
+    def _go_alone(self) -> None:
+        self._alone = True
+        self.stats.left_at = time.perf_counter()
+
+    def close(self) -> None:
+        """Leave the pair: the peer gets end-of-file and runs alone."""
+        self._alone = True
+        self._sock.close()
+        if self.stats.left_at is not None:
+            self.stats.alone_s = time.perf_counter() - self.stats.left_at
+
+    def info(self) -> LockstepInfo:
+        s = self.stats
+        return LockstepInfo(self._quantum_s, s.handoffs, round(s.paused_s, 6), round(s.alone_s, 6))
+
+
+def _hello(plan: dict[str, Any]) -> bytes:
+    return (json.dumps({"perfkit_lockstep": 1, "plan": plan}, sort_keys=True) + "\n").encode()
+
+
+def _read_hello(sock: socket.socket, path: Path) -> dict[str, Any]:
+    data = b""
+    while not data.endswith(b"\n"):
+        chunk = sock.recv(4096)
+        if not chunk or len(data) > 65536:
+            raise PerfkitError(f"--lockstep {path}: the peer closed the socket before it said "
+                               "hello (is it a perfkit sweep with --lockstep?)")
+        data += chunk
+    try:
+        doc = json.loads(data)
+        return dict(doc["plan"])
+    except (ValueError, KeyError, TypeError):
+        raise PerfkitError(f"--lockstep {path}: the peer is not a perfkit sweep") from None
+
+
+def _check_plans(mine: dict[str, Any], theirs: dict[str, Any], path: Path) -> None:
+    diffs = [f"{k}: {mine.get(k)!r} here, {theirs.get(k)!r} there"
+             for k in sorted(set(mine) | set(theirs)) if mine.get(k) != theirs.get(k)]
+    if diffs:
+        raise PerfkitError(f"--lockstep {path}: the peer runs another plan ({'; '.join(diffs)}):"
+                           " give both sides the same levels, repeats and requests")
+
+
+def _connect(path: Path) -> socket.socket | None:
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        sock.connect(str(path))
+        return sock
+    except (FileNotFoundError, ConnectionRefusedError):
+        sock.close()
+        return None
+
+
+def _listen(path: Path) -> socket.socket | None:
+    """Listen at `path`; None when someone else bound it first (then connect to them)."""
+    if path.exists() and not path.is_socket():
+        raise PerfkitError(f"--lockstep {path}: exists and is not a socket; give a new path "
+                           "(for example /tmp/perfkit-lockstep.sock)")
+    if path.is_socket():
+        path.unlink(missing_ok=True)  # refused a connection above: a stale socket
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        server.bind(str(path))
+    except OSError:
+        server.close()
+        return None
+    server.listen(1)
+    return server
+
+
+def _accept(server: socket.socket, path: Path, left_s: float, timeout_s: float
+            ) -> socket.socket:
+    server.settimeout(left_s)
+    try:
+        sock, _ = server.accept()
+    except TimeoutError:
+        raise PerfkitError(f"--lockstep {path}: no peer joined within {timeout_s:g} s; start "
+                           "the other side's perfkit sweep with the same --lockstep path"
+                           ) from None
+    finally:
+        server.close()
+        path.unlink(missing_ok=True)
+    sock.settimeout(None)
+    return sock
+
+
+def join(path: Path, plan: dict[str, Any], timeout_s: float = JOIN_TIMEOUT_S,
+         quantum_s: float = QUANTUM_S) -> Lockstep:
+    """Meet the peer at `path` (whichever arrives first listens) and agree on the plan.
+    The first side returns holding the turn; the second returns once it has it."""
+    if len(os.fsencode(path)) > 100:
+        raise PerfkitError(f"--lockstep {path}: a socket path must be under 100 bytes; "
+                           "use a short one such as /tmp/perfkit-lockstep.sock")
+    deadline = time.monotonic() + timeout_s
+    while True:
+        sock = _connect(path)
+        first = sock is None
+        if sock is None:
+            server = _listen(path)
+            if server is None:
+                if time.monotonic() > deadline:
+                    raise PerfkitError(f"--lockstep {path}: cannot listen there or connect")
+                time.sleep(0.05)
+                continue
+            sock = _accept(server, path, max(deadline - time.monotonic(), 0.1), timeout_s)
+        break
+    sock.sendall(_hello(plan))
+    _check_plans(plan, _read_hello(sock, path), path)
+    side = Lockstep(sock, first, quantum_s)
+    if not first:
+        side.wait_turn()
+    return side
+
+
+def plan_hello(plan: SweepPlan) -> dict[str, Any]:
+    """What both sides must share to be paired run for run."""
+    return {"levels": [lv.label for lv in plan.levels], "repeats": plan.repeats,
+            "requests": plan.num_requests, "warmup": plan.num_warmup}
+
+
+@contextlib.contextmanager
+def in_lockstep(path: Path | None, plan: SweepPlan) -> Iterator[Lockstep | None]:
+    """Take turns with the peer at `path` for the duration (None: run alone)."""
+    if path is None:
+        yield None
+        return
+    side = join(path, plan_hello(plan))
+    clock.install(side)
+    try:
+        yield side
+    finally:
+        clock.install(None)
+        side.close()
