@@ -25,6 +25,9 @@ class TurnTaker(Protocol):
         """Give the turn away if this process has had it long enough and block until it
         comes back: True when it paused, False when it kept on."""
 
+    def barrier(self) -> None:
+        """A level starts: wait (in turns) until the peer starts the same level."""
+
 
 _paused_s = 0.0  # total pause seconds before the one in progress
 _frozen_at: float | None = None  # perf_counter when the pause in progress began
@@ -54,6 +57,12 @@ def install(taker: TurnTaker | None) -> None:
     """Take turns through `taker` between engine steps; None: run alone again."""
     global _taker
     _taker = taker
+
+
+def level_starts() -> None:
+    """Called before a level's first request: in lockstep, wait for the peer's level."""
+    if _taker is not None:
+        _taker.barrier()
 
 
 def between_steps() -> None:

@@ -32,6 +32,9 @@ class _Pausing:
             worker.join()
         return True
 
+    def barrier(self) -> None:
+        pass
+
 
 @pytest.fixture(autouse=True)
 def _no_taker():

@@ -10,10 +10,13 @@ the drift hits both sides of every pair alike and the gate's paired ratios cance
 The pauses are taken out of every timing (perfkit.clock), so latencies are those of
 a process running alone at that machine speed.
 
-Protocol (one byte a turn, after a JSON hello line each way):
+Protocol (a 4-byte message a turn, after a JSON hello line each way):
   the first process to arrive listens at PATH and holds the turn; the second
-  connects, exchanges hellos and waits for the turn. The holder passes it (b"T")
-  when it has run QUANTUM_S and reaches the next step boundary. A peer that ends or
+  connects, exchanges hellos and waits for the turn. The holder passes it when it
+  has run QUANTUM_S and reaches the next step boundary; the message is the number
+  of levels it has started. At a level's start a side passes the turn straight back
+  until the peer has started that level too (a barrier), so level i of one side runs
+  interleaved with level i of the other, never with its neighbour. A peer that ends or
   dies closes the socket: the other runs alone from then on (counted in `alone_s`).
 The hello carries the plan; a peer with other levels, repeats or requests cannot be
 paired and both refuse to start (PerfkitError, exit 2, before anything is measured).
@@ -25,6 +28,7 @@ import contextlib
 import json
 import os
 import socket
+import struct
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -38,7 +42,7 @@ from perfkit.sweep.plan import SweepPlan
 
 QUANTUM_S = 0.02  # a turn: ~10-20 engine steps of a CPU profile; handing over costs ~0.1 ms
 JOIN_TIMEOUT_S = 300.0  # the peer may still be installing or importing torch
-_TURN = b"T"
+_MESSAGE = struct.Struct("!I")  # a turn: the sender's barrier count
 
 
 @dataclass
@@ -50,44 +54,69 @@ class LockstepStats:
 
 
 class Lockstep:
-    """One side of a lockstep pair; `take_turns` is perfkit.clock's TurnTaker."""
+    """One side of a lockstep pair; `take_turns` and `barrier` are perfkit.clock's
+    TurnTaker. Every message passes the turn and carries the sender's barrier count
+    (levels started), so a side at a level's start knows whether its peer got there."""
 
     def __init__(self, sock: socket.socket, first: bool, quantum_s: float = QUANTUM_S) -> None:
         self._sock = sock
         self._quantum_s = quantum_s
         self._turn_start = time.perf_counter()
         self._alone = False
+        self._mine = 0  # barriers (level starts) this side has reached
+        self._theirs = 0  # the peer's count, as its last message said
         self.first = first
         self.stats = LockstepStats()
 
     def take_turns(self) -> bool:
         if self._alone or time.perf_counter() - self._turn_start < self._quantum_s:
             return False
-        start = time.perf_counter()
-        try:
-            self._sock.sendall(_TURN)
-            back = self._sock.recv(1)
-        except OSError:
-            back = b""
-        if not back:
-            self._go_alone()
-        self._turn_start = time.perf_counter()
-        self.stats.handoffs += 1
-        self.stats.paused_s += self._turn_start - start
+        self._pass()
         return True
+
+    def barrier(self) -> None:
+        """At the start of a level: hand the turn back and forth until the peer has
+        started the same level, so the pair's levels run side by side in time (the
+        faster side waits here for the slower one to finish its previous level)."""
+        self._mine += 1
+        while not self._alone and self._theirs < self._mine:
+            self._pass()
 
     def wait_turn(self) -> None:
         """Block until the peer passes the turn (the second side, before its first step)."""
-        try:
-            if not self._sock.recv(1):
-                self._go_alone()
-        except OSError:
-            self._go_alone()
+        self._receive()
         self._turn_start = time.perf_counter()
 
+    def _pass(self) -> None:
+        start = time.perf_counter()
+        try:
+            self._sock.sendall(_MESSAGE.pack(self._mine))
+        except OSError:
+            self._go_alone()
+        self._receive()
+        self._turn_start = time.perf_counter()
+        self.stats.handoffs += 1
+        self.stats.paused_s += self._turn_start - start
+
+    def _receive(self) -> None:
+        data = b""
+        try:
+            while not self._alone and len(data) < _MESSAGE.size:
+                chunk = self._sock.recv(_MESSAGE.size - len(data))
+                if not chunk:
+                    break
+                data += chunk
+        except OSError:
+            pass
+        if len(data) == _MESSAGE.size:
+            (self._theirs,) = _MESSAGE.unpack(data)
+        else:
+            self._go_alone()
+
     def _go_alone(self) -> None:
-        self._alone = True
-        self.stats.left_at = time.perf_counter()
+        if not self._alone:
+            self._alone = True
+            self.stats.left_at = time.perf_counter()
 
     def close(self) -> None:
         """Leave the pair: the peer gets end-of-file and runs alone."""
@@ -108,7 +137,7 @@ def _hello(plan: dict[str, Any]) -> bytes:
 def _read_hello(sock: socket.socket, path: Path) -> dict[str, Any]:
     data = b""
     while not data.endswith(b"\n"):
-        chunk = sock.recv(4096)
+        chunk = sock.recv(1)  # byte by byte: the peer's first turn may follow at once
         if not chunk or len(data) > 65536:
             raise PerfkitError(f"--lockstep {path}: the peer closed the socket before it said "
                                "hello (is it a perfkit sweep with --lockstep?)")

@@ -77,6 +77,7 @@ def _noop(record: Any) -> None:
 
 def run_level(engine: Engine, profile: Profile, plan: SweepPlan, level: LoadPoint,
               repeat: int, on_record: OnRecord = _noop) -> LevelResult:
+    clock.level_starts()  # in lockstep: this level runs beside the peer's same level
     engine.reset()
     specs = level_specs(profile, plan, level)
     samplers = LevelSamplers(profile.sweep.nvml_hz, enabled=plan.samplers)

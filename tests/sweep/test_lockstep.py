@@ -137,6 +137,9 @@ def test_a_pause_is_not_latency():
             threading.Event().wait(0.1)
             return True
 
+        def barrier(self) -> None:
+            pass
+
     prof = resolve_profile("default", None, ["sweep.concurrency=[1]", "workload.num_requests=3",
                                              "sweep.warmup=0", "sweep.min_requests_per_client=0",
                                              "workload.output_len.kind=\"fixed\"",
@@ -160,3 +163,30 @@ def test_lockstep_refuses_what_it_cannot_pair(cli, tiny, tmp_path, extra, messag
     assert result.exit_code == 2
     assert message in result.stderr and "Traceback" not in result.stderr
     assert not (tmp_path / "s.sock").exists()
+
+
+def test_a_level_starts_only_when_the_peer_starts_it_too(tmp_path):
+    """Side A races through two levels' worth of turns; side B is slow to reach level 1:
+    A's level 2 must not start before B's level 1 has."""
+    events: list[str] = []
+
+    def fast(side):
+        for level in (1, 2):
+            side.barrier()
+            events.append(f"A{level}")
+            side.take_turns()
+        side.close()
+
+    def slow(side):
+        for _ in range(3):  # work before its first level, in turns
+            events.append("b")
+            side.take_turns()
+        for level in (1, 2):
+            side.barrier()
+            events.append(f"B{level}")
+            side.take_turns()
+        side.close()
+
+    _both(tmp_path / "s.sock", (fast, slow))
+    assert events.index("A2") > events.index("B1")
+    assert events.index("B2") > events.index("A1")
