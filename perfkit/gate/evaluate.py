@@ -37,6 +37,9 @@ def compare_levels(baseline: SweepResult, current: SweepResult,
     return rows, notes
 
 
+LOCKSTEP_ALONE_NOTE_S = 5.0  # the slower side's last level runs alone for a moment anyway
+
+
 def verdict_of(rows: list[GateRow]) -> Literal["pass", "regression"]:
     return "regression" if any(r.fails for r in rows) else "pass"
 
@@ -47,6 +50,10 @@ def _input_notes(baseline: SweepResult, current: SweepResult, rows: list[GateRow
     for who, result in (("baseline", baseline), ("current", current)):
         if not result.complete:
             notes.append(f"the {who} result is incomplete (the sweep was interrupted)")
+        alone = result.lockstep.alone_s if result.lockstep is not None else 0.0
+        if alone > LOCKSTEP_ALONE_NOTE_S:
+            notes.append(f"the {who} sweep ran {alone:.1f} s alone after its --lockstep peer "
+                         "ended: its last levels were not measured beside the peer's")
     runs = min(num_repeats(baseline), num_repeats(current))
     if 0 < runs < stats.MIN_PAIRS:
         notes.append(f"{runs} paired run(s): noisy metrics need >= {stats.MIN_PAIRS} pairs "

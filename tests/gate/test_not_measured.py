@@ -129,3 +129,13 @@ def test_real_v1_files_gate_as_their_v2_rewrites(tmp_path, name):
         assert gate_files(base, cur, allow_inconclusive=True).rows == same.rows
     failing = {r.metric for r in same.failures}
     assert failing == (REQUIRED_UNSCRAPED if name == "v1-remote" else set())
+
+
+def test_a_side_that_ran_long_alone_after_its_lockstep_peer_is_noted():
+    base = noisy_doc(12)
+    cur = copy.deepcopy(base)
+    cur["lockstep"] = {"quantum_s": 0.02, "handoffs": 10, "paused_s": 1.0, "alone_s": 30.0}
+    base["lockstep"] = {"quantum_s": 0.02, "handoffs": 10, "paused_s": 1.0, "alone_s": 0.2}
+    notes = run(base, cur).notes
+    assert any(n.startswith("the current sweep ran 30.0 s alone") for n in notes)
+    assert not any(n.startswith("the baseline sweep ran") for n in notes)
