@@ -154,7 +154,15 @@ def _paired_row(metric: Metric, rule: GateRule, label: str, means: tuple[float, 
         return _row(metric, rule, label, "inconclusive", **shown, note=note)
     base, cur = [p[0] for p in pairs], [p[1] for p in pairs]
     scale = stats.scale_for(rule, base + cur)
-    summary = stats.paired(base, cur, scale)
+    return _decided_row(metric, rule, label, means, stats.paired(base, cur, scale), note)
+
+
+def _decided_row(metric: Metric, rule: GateRule, label: str, means: tuple[float, float],
+                 summary: stats.Paired, note: str) -> GateRow:
+    """A row from the paired differences' summary; `means` are what the row shows."""
+    b, c = means
+    shown: dict[str, Any] = {"baseline": b, "current": c, "delta": c - b}
+    scale = summary.scale
     edges = stats.boundaries(rule, b, scale)
     verdict = stats.decide(summary, rule, edges)
     found = stats.detectable(summary, rule, edges)
@@ -178,13 +186,35 @@ def min_run_samples(q: float) -> int:
     return max(MIN_RUN_SAMPLES, math.ceil(0.5 / (1.0 - q / 100.0) - 1e-9))
 
 
-def _compare_timing(metric: Metric, rule: GateRule, label: str,
-                    base_runs: list[list[float]], cur_runs: list[list[float]]) -> GateRow:
+def _matched_median(metric: Metric, rule: GateRule, label: str, shown: tuple[float, float],
+                    base: LevelSamples, cur: LevelSamples) -> GateRow | None:
+    """A p50 row from matched requests: each pair of runs gives the median of the
+    per-request log ratios over the requests both ran (same id, prompt and output: the
+    same work), which leaves out how requests of different lengths shuffle around the
+    median. None when the runs do not match request for request (then the runs' p50s
+    are paired as for any percentile)."""
+    if metric.q != 50 or not rule.rel_tol:
+        return None
+    diffs = [stats.matched_diff(x, y) for x, y in zip(base.keyed(metric), cur.keyed(metric))]
+    if not diffs or any(d is None for d in diffs):
+        return None
+    summary = stats.summarise([d for d in diffs if d is not None], "log")
+    note = _pairs_note(len(base.repeats), len(cur.repeats)) + "; matched requests"
+    return _decided_row(metric, rule, label, shown, summary, note)
+
+
+def _compare_timing(metric: Metric, rule: GateRule, label: str, baseline: LevelSamples,
+                    current: LevelSamples) -> GateRow:
     assert metric.q is not None
+    base_runs, cur_runs = baseline.timings(metric), current.timings(metric)
     base = sorted(v for run in base_runs for v in run)
     cur = sorted(v for run in cur_runs for v in run)
     if not base or not cur:
         return _missing(metric, rule, label, not base, not cur)
+    shown = (percentile(base, metric.q), percentile(cur, metric.q))
+    matched = _matched_median(metric, rule, label, shown, baseline, current)
+    if matched is not None:
+        return matched
     need = min_run_samples(metric.q)
     pairs = [(percentile(sorted(x), metric.q), percentile(sorted(y), metric.q))
              for x, y in zip(base_runs, cur_runs) if min(len(x), len(y)) >= need]
@@ -231,8 +261,7 @@ def compare_metric(metric: Metric, rule: GateRule, label: str, open_loop: bool,
                    baseline: LevelSamples, current: LevelSamples) -> GateRow:
     """One row: the metric at one level of both sides."""
     if metric.kind == "timing":
-        return _compare_timing(metric, rule, label, baseline.timings(metric),
-                               current.timings(metric))
+        return _compare_timing(metric, rule, label, baseline, current)
     values = baseline.values(metric), current.values(metric)
     if not values[0] or not values[1]:
         reason = baseline.unavailable(metric) or current.unavailable(metric)

@@ -132,6 +132,23 @@ def repeat_samples(requests: list[RequestSample]) -> dict[str, list[float]]:
             for name, get in SAMPLES.items()}
 
 
+RequestKey = tuple[int, int, int]  # (id, prompt tokens, output tokens): the same request
+
+
+def repeat_keyed(requests: list[RequestSample]) -> dict[str, dict[RequestKey, float]]:
+    """Measured per-request samples of one repeat keyed by request: field -> {key: value}.
+    For a profile and seed the same key is the same work on both sides of a gate."""
+    served = [r for r in measured(requests) if r.rejected is None]
+    completed = [r for r in served if _completed(r)]
+    pick = {"ttft_s": served, "tpot_s": completed, "e2e_s": completed}
+    out: dict[str, dict[RequestKey, float]] = {}
+    for name, get in SAMPLES.items():
+        values = ((r, get(r)) for r in pick[name])
+        out[name] = {(r.id, r.prompt_tokens, r.output_tokens): v for r, v in values
+                     if v is not None and v > 0}
+    return out
+
+
 def sampler_reason(metric: Metric, level: LevelResult) -> str:
     """Why the sampler the metric needs did not run at this level; '' when it did."""
     if metric.sampler is None:
@@ -154,6 +171,10 @@ class LevelSamples:
     @property
     def remote(self) -> bool:
         return any(lv.remote for lv in self.repeats)
+
+    def keyed(self, metric: Metric) -> list[dict[RequestKey, float]]:
+        """A timing metric's samples keyed by request, one dict per repeat."""
+        return [repeat_keyed(lv.requests).get(metric.sample or "", {}) for lv in self.repeats]
 
     def timings(self, metric: Metric) -> list[list[float]]:
         """A timing metric's raw samples, one list per repeat."""

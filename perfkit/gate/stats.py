@@ -23,15 +23,18 @@ follow from the pairs' spread.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+import statistics
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, TypeVar
 
 from perfkit.config.schema import GateRule
 
 CONFIDENCE = 0.95  # two-sided; the t table below is for this level
 MIN_PAIRS = 3  # fewer paired runs: no interval (t with 1 df is 12.7: useless anyway)
 MAX_PAIRS_ASKED = 100  # "needs more than this many pairs" beyond it
+MATCH_SHARE = 0.9  # matched medians: at least this share of each run's requests in common
+K = TypeVar("K", bound=Hashable)
 
 Scale = Literal["log", "linear"]
 Decision = Literal["ok", "improved", "regression", "inconclusive"]
@@ -87,6 +90,20 @@ def paired(base: Sequence[float], cur: Sequence[float], scale: Scale) -> Paired:
         diffs = [math.log(c / b) for b, c in zip(base, cur)]
     else:
         diffs = [c - b for b, c in zip(base, cur)]
+    return summarise(diffs, scale)
+
+
+def matched_diff(base: dict[K, float], cur: dict[K, float]) -> float | None:
+    """One pair of runs as the median per-request log ratio over the requests both ran
+    (same key: the same work); None when fewer than MATCH_SHARE of either run match."""
+    common = base.keys() & cur.keys()
+    if not common or len(common) < MATCH_SHARE * max(len(base), len(cur)):
+        return None
+    return statistics.median(math.log(cur[k] / base[k]) for k in common)
+
+
+def summarise(diffs: Sequence[float], scale: Scale) -> Paired:
+    """The t-interval of the mean of k >= 1 paired differences."""
     k = len(diffs)
     mean = math.fsum(diffs) / k
     sd = math.sqrt(math.fsum((d - mean) ** 2 for d in diffs) / (k - 1)) if k > 1 else 0.0

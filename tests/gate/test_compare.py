@@ -225,3 +225,19 @@ def test_open_loop_scheduled_counts_are_treated_as_noisy():
     assert "open-loop" in row(result, "2/s", "kv_peak_blocks").note
     assert not row(result, "2/s", "kv_peak_blocks").fails or \
         row(result, "2/s", "kv_peak_blocks").verdict == "inconclusive"
+
+
+def test_p50_rows_pair_matched_requests_when_runs_ran_the_same_requests():
+    base = noisy_doc(40)
+    cur = copy.deepcopy(base)
+    for lv in cur["levels"]:
+        for req in lv["requests"]:
+            req |= {k: req[k] * 1.08 for k in ("ttft_s", "tpot_s", "e2e_s")}
+    r = row(run(base, cur), "c=4", "tpot_p50")
+    assert "matched requests" in r.note
+    assert r.verdict == "regression" and abs(r.change - 0.08) < 1e-9  # every request +8%
+    for lv in cur["levels"]:  # other requests on the current side: p50s of runs paired
+        for req in lv["requests"]:
+            req["id"] += 10_000
+    r = row(run(base, cur), "c=4", "tpot_p50")
+    assert "matched requests" not in r.note and r.pairs == 6
