@@ -61,6 +61,7 @@ class LockstepInfo:
     paused_s: float  # seconds this process waited for the peer, taken out of every timing
     alone_s: float  # seconds run after the peer ended (or died): unpaired in time. Near 0
     # when both ran the same plan to the end; large when the peer failed early
+    cpu: int | None = None  # the core both sides' engine threads ran on; None: not pinned
 
 
 @dataclass(frozen=True)

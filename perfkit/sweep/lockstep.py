@@ -66,6 +66,7 @@ class Lockstep:
         self._mine = 0  # barriers (level starts) this side has reached
         self._theirs = 0  # the peer's count, as its last message said
         self.first = first
+        self.cpu: int | None = None  # the core the engine thread is pinned to
         self.stats = LockstepStats()
 
     def take_turns(self) -> bool:
@@ -127,7 +128,8 @@ class Lockstep:
 
     def info(self) -> LockstepInfo:
         s = self.stats
-        return LockstepInfo(self._quantum_s, s.handoffs, round(s.paused_s, 6), round(s.alone_s, 6))
+        return LockstepInfo(self._quantum_s, s.handoffs, round(s.paused_s, 6), round(s.alone_s, 6),
+                            self.cpu)
 
 
 def _hello(plan: dict[str, Any]) -> bytes:
@@ -242,8 +244,26 @@ def in_lockstep(path: Path | None, plan: SweepPlan) -> Iterator[Lockstep | None]
         return
     side = join(path, plan_hello(plan))
     clock.install(side)
+    before = _pin_engine_thread(side)
     try:
         yield side
     finally:
+        if before is not None:
+            os.sched_setaffinity(0, before)
         clock.install(None)
         side.close()
+
+
+def _pin_engine_thread(side: Lockstep) -> set[int] | None:
+    """Pin this (the engine's) thread to the highest CPU both sides may use, so the two
+    sides' turns run on the same core, beside the same neighbours: two sides on
+    different cores differ by whatever load each core carries. Only this thread: the
+    samplers keep every core. Returns the affinity to restore; None where the platform
+    has no affinity (then the sides float)."""
+    if not hasattr(os, "sched_setaffinity"):
+        return None
+    before = os.sched_getaffinity(0)
+    cpu = max(before)
+    os.sched_setaffinity(0, {cpu})
+    side.cpu = cpu
+    return before
