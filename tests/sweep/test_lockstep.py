@@ -115,6 +115,8 @@ def test_two_sweeps_in_lockstep_pair_run_for_run(tiny, tmp_path):
         info = doc["lockstep"]
         assert info["handoffs"] > 0 and info["paused_s"] > 0 and info["quantum_s"] == 0.02
         assert doc["complete"] and len(doc["levels"]) == 4
+    # both engine threads ran on one core (Linux has thread affinity)
+    assert docs[0]["lockstep"]["cpu"] == docs[1]["lockstep"]["cpu"] is not None
     # the same deterministic counts on both sides, level for level
     counts = [[(lv["concurrency"], lv["repeat"], lv["counts"]["output_tokens"],
                 lv["counts"]["steps"]) for lv in d["levels"]] for d in docs]
