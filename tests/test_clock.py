@@ -11,8 +11,8 @@ from perfkit import clock
 
 
 class _Pausing:
-    """A turn taker that pauses `pause_s` on every call (optionally burning CPU in a
-    second thread meanwhile, as the sampler threads do)."""
+    """A turn taker that pauses `pause_s` on every call (with `burn`, also until a
+    second thread has burnt 0.1 s of CPU meanwhile, as the sampler threads do)."""
 
     def __init__(self, pause_s: float, burn: bool = False) -> None:
         self.pause_s = pause_s
@@ -20,19 +20,23 @@ class _Pausing:
         self.seen_during: list[float] = []
 
     def take_turns(self) -> bool:
-        if self.burn:
-            stop = time.perf_counter() + self.pause_s
-            worker = threading.Thread(target=lambda: [None for _ in iter(
-                lambda: time.perf_counter() < stop, False)])
+        worker = threading.Thread(target=_burn, args=(0.1,)) if self.burn else None
+        if worker is not None:
             worker.start()
         self.seen_during.append(clock.now())
         time.sleep(self.pause_s)
         self.seen_during.append(clock.now())
-        if self.burn:
+        if worker is not None:
             worker.join()
         return True
 
     def barrier(self) -> None:
+        pass
+
+
+def _burn(cpu_s: float) -> None:
+    end = time.thread_time() + cpu_s
+    while time.thread_time() < end:
         pass
 
 
@@ -62,8 +66,8 @@ def test_a_pause_is_taken_out_of_time():
 
 
 def test_cpu_burnt_during_a_pause_is_counted_as_paused():
-    clock.install(_Pausing(0.3, burn=True))
+    clock.install(_Pausing(0.05, burn=True))
     user, system = clock.paused_cpu_s()
     clock.between_steps()
     user2, system2 = clock.paused_cpu_s()
-    assert (user2 - user) + (system2 - system) > 0.1  # the burning thread's CPU
+    assert (user2 - user) + (system2 - system) >= 0.09  # the burning thread's 0.1 s
