@@ -10,12 +10,15 @@ E2E count completed ones.
 
 from __future__ import annotations
 
+import dataclasses
+import typing
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from perfkit.config.schema import Profile
 from perfkit.errors import PerfkitError
 from perfkit.files import read_json
 from perfkit.gate.rules import Metric
@@ -84,7 +87,41 @@ def profile_diffs(base: dict[str, Any], cur: dict[str, Any]) -> list[str]:
     flat_c = _flat({k: v for k, v in cur.items() if k not in IGNORED_KEYS})
     keys = sorted(set(flat_b) | set(flat_c))
     return [f"{k}: {flat_b.get(k, '(unset)')!r} vs {flat_c.get(k, '(unset)')!r}"
-            for k in keys if flat_b.get(k) != flat_c.get(k)]
+            for k in keys if flat_b.get(k) != flat_c.get(k)
+            and not _unset_is_default(k, flat_b, flat_c)]
+
+
+_NO_DEFAULT = object()
+
+
+def _unset_is_default(key: str, flat_b: dict[str, Any], flat_c: dict[str, Any]) -> bool:
+    """A key only one side has (a field a later perfkit added) at the value this
+    perfkit defaults it to: the other side ran with that value too."""
+    if (key in flat_b) == (key in flat_c):
+        return False
+    value = flat_b.get(key, flat_c.get(key))
+    return _schema_default(key) == value
+
+
+def _schema_default(key: str) -> Any:
+    """The Profile schema's default for a dotted key; _NO_DEFAULT when it has none."""
+    kind: Any = Profile
+    default: Any = _NO_DEFAULT
+    for part in key.split("."):
+        if not dataclasses.is_dataclass(kind):
+            return _NO_DEFAULT
+        found = {f.name: f for f in dataclasses.fields(kind)}.get(part)
+        if found is None:
+            return _NO_DEFAULT
+        hints = typing.get_type_hints(kind)
+        kind = hints.get(part)
+        if found.default is not dataclasses.MISSING:
+            default = found.default
+        elif found.default_factory is not dataclasses.MISSING:
+            default = found.default_factory()
+        else:
+            default = _NO_DEFAULT
+    return default
 
 
 def incomparable(base: SweepResult, cur: SweepResult) -> list[str]:

@@ -241,3 +241,13 @@ def test_p50_rows_pair_matched_requests_when_runs_ran_the_same_requests():
             req["id"] += 10_000
     r = row(run(base, cur), "c=4", "tpot_p50")
     assert "matched requests" not in r.note and r.pairs == 6
+
+
+def test_a_profile_key_a_later_perfkit_added_compares_at_its_default():
+    from perfkit.gate.inputs import profile_diffs
+
+    old = {"workload": {"num_requests": 48}}
+    assert profile_diffs(old, {"workload": {"num_requests": 48, "client_delay_steps": 0}}) == []
+    diffs = profile_diffs(old, {"workload": {"num_requests": 48, "client_delay_steps": 5}})
+    assert diffs == ["workload.client_delay_steps: '(unset)' vs 5"]
+    assert profile_diffs(old, {"workload": {"num_requests": 48, "bogus": 0}}) != []
