@@ -161,9 +161,10 @@ def sweep(
         "read it; perfkit lists the trace files each profiled level wrote.")] = None,
     lockstep: Annotated[Path | None, typer.Option(
         help="Take turns with another perfkit sweep started with the same socket path "
-        "(e.g. /tmp/perfkit.sock): baseline and candidate alternate every 20 ms, so both "
-        "see the same machine; pauses are excluded from every timing. Closed-loop levels, "
-        "in-process only; see the README's CI recipe.")] = None,
+        "(e.g. /tmp/perfkit.sock): in-process, baseline and candidate alternate every 20 "
+        "ms (closed-loop levels; pauses are excluded from every timing); with --target "
+        "(duet), whole levels alternate between the two servers. See the gate's CI "
+        "recipe.")] = None,
 ) -> None:
     """Sweep concurrency (or arrival rate) over the paged KV engine: latency, throughput,
     KV usage, CPU kernel time, GC and GPU memory per level, the knee and findings.
@@ -233,12 +234,11 @@ def _check_lockstep(path: Path | None, target: str | None, search: bool, stacks:
     """--lockstep pairs in-process closed-loop levels run for run."""
     if path is None:
         return
-    clash = [flag for flag, on in (("--target", target), ("--search", search),
-                                   ("--stacks", stacks)) if on]
+    clash = [flag for flag, on in (("--search", search), ("--stacks", stacks)) if on]
     if clash:
         raise PerfkitError(f"--lockstep cannot be combined with {', '.join(clash)}: it pairs "
-                           "in-process sweeps level for level (drop one of them)")
-    if prof.sweep.rates:
+                           "sweeps level for level (drop one of them)")
+    if prof.sweep.rates and target is None:
         raise PerfkitError("--lockstep pairs closed-loop levels only: drop --rate (or "
                            "sweep.rates), or sweep the rates without --lockstep")
 

@@ -16,6 +16,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from perfkit import clock
 from perfkit.config.schema import Profile
 from perfkit.measure.samplers import LevelSamplers
 from perfkit.records import RequestRecord
@@ -101,6 +102,7 @@ def run_remote_level(sweep: RemoteSweep, level: LoadPoint, repeat: int,
                      on_record: OnRecord = _noop) -> LevelResult:
     """Run one level against the target; its result dict (same layout as in-process
     levels, plus `server`, `errors` and `client`)."""
+    clock.level_starts()  # --lockstep: levels alternate with the peer's (duet)
     specs = level_specs(sweep.profile, sweep.plan, level)
     # No NVML here: the GPU that matters is the server's, not this machine's.
     samplers = LevelSamplers(0, enabled=sweep.plan.samplers)

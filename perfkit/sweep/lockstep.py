@@ -18,6 +18,9 @@ Protocol (a 4-byte message a turn, after a JSON hello line each way):
   until the peer has started that level too (a barrier), so level i of one side runs
   interleaved with level i of the other, never with its neighbour. A peer that ends or
   dies closes the socket: the other runs alone from then on (counted in `alone_s`).
+Against --target (duet mode for deployments) no engine steps run here, so turns pass
+only at the barriers: whole levels alternate, ABBA (B1 A1 A2 B2 B3 A3 ...), each
+side's level i beside the other's, one server measured at a time.
 The hello carries the plan; a peer with other levels, repeats or requests cannot be
 paired and both refuse to start (PerfkitError, exit 2, before anything is measured).
 """

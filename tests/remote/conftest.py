@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -40,6 +41,7 @@ class StubConfig:
     stall_gap_s: float = 0.05
     profile_dir: Path | None = None  # serve /start_profile and /stop_profile
     profile_calls: list[str] = field(default_factory=list)  # "start <prefix>", "stop"
+    seen_at: list[float] = field(default_factory=list)  # time.time() of every completion
 
 
 def _sse(obj: Any) -> bytes:
@@ -117,6 +119,7 @@ class Stub:
         cfg = self.cfg
         body = await request.json()
         cfg.bodies.append(body)
+        cfg.seen_at.append(time.time())
         if self.dead:
             assert request.transport is not None
             request.transport.abort()  # a kept-alive connection to a dead server

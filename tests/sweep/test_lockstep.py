@@ -158,7 +158,7 @@ def test_a_pause_is_not_latency():
 @pytest.mark.parametrize(("extra", "message"), [
     (["--rate", "2"], "closed-loop levels only"),
     (["--search"], "cannot be combined with --search"),
-    (["--target", "http://127.0.0.1:9/v1"], "cannot be combined with --target"),
+    (["--stacks"], "cannot be combined with --stacks"),
 ])
 def test_lockstep_refuses_what_it_cannot_pair(cli, tiny, tmp_path, extra, message):
     result = cli("sweep", *tiny, "--lockstep", str(tmp_path / "s.sock"), *extra)
