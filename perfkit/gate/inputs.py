@@ -200,10 +200,12 @@ class LevelSamples:
 
     repeats: list[LevelResult] = field(default_factory=list)  # file order
     samples: list[dict[str, list[float]]] = field(default_factory=list)  # per repeat
+    keyed_samples: list[dict[str, dict[RequestKey, float]]] = field(default_factory=list)
 
     def add(self, level: LevelResult) -> None:
         self.repeats.append(level)
         self.samples.append(repeat_samples(level.requests))
+        self.keyed_samples.append(repeat_keyed(level.requests))
 
     @property
     def remote(self) -> bool:
@@ -211,7 +213,7 @@ class LevelSamples:
 
     def keyed(self, metric: Metric) -> list[dict[RequestKey, float]]:
         """A timing metric's samples keyed by request, one dict per repeat."""
-        return [repeat_keyed(lv.requests).get(metric.sample or "", {}) for lv in self.repeats]
+        return [k.get(metric.sample or "", {}) for k in self.keyed_samples]
 
     def timings(self, metric: Metric) -> list[list[float]]:
         """A timing metric's raw samples, one list per repeat."""
