@@ -17,9 +17,8 @@ from __future__ import annotations
 
 import struct
 from collections import OrderedDict
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from functools import lru_cache
 from typing import NewType
 
 import xxhash
@@ -27,9 +26,17 @@ import xxhash
 BlockHash = NewType("BlockHash", bytes)  # 16-byte XXH3-128 digest, stable across processes
 
 
-@lru_cache(maxsize=64)
+# XXH3-128 typed as producing a BlockHash: NewType's constructor is a call per block (a third
+# of the hash's cost); the digest is exactly the bytes BlockHash(...) would wrap.
+_digest: Callable[[bytes], BlockHash] = xxhash.xxh3_128_digest  # type: ignore[assignment]
+_PACKERS: dict[int, struct.Struct] = {}  # token count -> its packer (a dict: no call overhead)
+
+
 def _packer(num_tokens: int) -> struct.Struct:
-    return struct.Struct(f"<{num_tokens}q")  # token ids as little-endian int64
+    packer = _PACKERS.get(num_tokens)
+    if packer is None:  # token ids as little-endian int64
+        packer = _PACKERS.setdefault(num_tokens, struct.Struct(f"<{num_tokens}q"))
+    return packer
 
 
 def hash_block(parent: BlockHash | None, token_ids: Sequence[int]) -> BlockHash:
@@ -38,8 +45,8 @@ def hash_block(parent: BlockHash | None, token_ids: Sequence[int]) -> BlockHash:
     XXH3-128 (the xxhash package): stable across processes and machines, and 3x faster than
     blake2b here, which is most of the allocator's cost with prefix caching. Not
     cryptographic: fine for a benchmark's cache keys, where no input is adversarial."""
-    data = _packer(len(token_ids)).pack(*token_ids)
-    return BlockHash(xxhash.xxh3_128_digest((parent or b"") + data))
+    packer = _PACKERS.get(len(token_ids)) or _packer(len(token_ids))
+    return _digest(parent + packer.pack(*token_ids) if parent else packer.pack(*token_ids))
 
 
 def hash_blocks(token_ids: Sequence[int], block_size: int, start: int = 0,
