@@ -88,6 +88,8 @@ class EngineConfig:
     sampling: Literal["greedy", "random"] = "greedy"
     seed: int = 0  # model weights and sampling
     cpu_threads: int = 0  # torch intra-op threads on CPU; 0 = torch's default (all cores)
+    # auto: float32 weights prepacked for oneDNN on CPU (engine/layers/gemm.py); plain: x @ w
+    cpu_gemm: Literal["auto", "plain"] = "auto"
     guard: bool = True  # tool-call FSM mask + loop detection (engine/guard.py)
     guard_loop_ngram: int = 0  # longest repeated cycle (tokens) looked for; 0 = loops off
     guard_loop_repeats: int = 4  # copies of the cycle that end a request with "loop"

@@ -43,7 +43,8 @@ class ModelExecutor:
             self.kv, mcfg.num_heads, max_num_seqs=eng.max_num_seqs,
             max_model_len=eng.max_model_len, max_num_batched_tokens=eng.max_num_batched_tokens,
             backend=eng.attention_backend)
-        self.model = SyntheticModel(mcfg, self.attention, eng.max_model_len, eng.seed)
+        self.model = SyntheticModel(mcfg, self.attention, eng.max_model_len, eng.seed,
+                                    gemm=eng.cpu_gemm, batch_hint=eng.max_num_seqs)
         self.greedy = eng.sampling == "greedy"
         self.seed = eng.seed
         self.generator = torch.Generator(device=self.device).manual_seed(eng.seed)

@@ -14,6 +14,7 @@ import torch
 
 from perfkit.config.schema import ModelConfig
 from perfkit.engine.layers.attention import AttentionMetadata, PagedAttention
+from perfkit.engine.layers.gemm import Gemm, Weight, make_weight, use_onednn
 from perfkit.engine.layers.kv_cache import TORCH_DTYPES
 
 
@@ -27,6 +28,16 @@ class LayerWeights:
     w_down: torch.Tensor  # [intermediate, hidden]
 
 
+@dataclass
+class LayerGemms:
+    """The layer's weight products (the same tensors, prepacked on CPU: see gemm.py)."""
+
+    wqkv: Weight
+    wo: Weight
+    w_gate_up: Weight
+    w_down: Weight
+
+
 def _init(shape: tuple[int, ...], gen: torch.Generator, dtype: torch.dtype,
           device: torch.device) -> torch.Tensor:
     """Normal(0, 1/sqrt(fan_in)): activations keep unit scale through the layers."""
@@ -35,6 +46,8 @@ def _init(shape: tuple[int, ...], gen: torch.Generator, dtype: torch.dtype,
 
 
 def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
+    if x.dtype == torch.float32:  # torch's one kernel, the same values as below
+        return torch.nn.functional.rms_norm(x, weight.shape, weight, eps)
     var = x.float().pow(2).mean(-1, keepdim=True)
     return (x.float() * torch.rsqrt(var + eps)).to(x.dtype) * weight
 
@@ -57,10 +70,11 @@ def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.T
 
 class SyntheticModel:
     """Weights on the attention's device; its KV cache is the one `attention` is bound to.
-    The weight count is ModelConfig.num_parameters (a test checks it)."""
+    The weight count is ModelConfig.num_parameters (a test checks it). `batch_hint`: the
+    decode batch the CPU weights are packed for (max_num_seqs)."""
 
     def __init__(self, cfg: ModelConfig, attention: PagedAttention, max_model_len: int,
-                 seed: int = 0) -> None:
+                 seed: int = 0, *, gemm: Gemm = "auto", batch_hint: int = 16) -> None:
         self.cfg = cfg
         self.attention = attention
         self.device = device = attention.device
@@ -82,6 +96,14 @@ class SyntheticModel:
         self.final_norm = ones
         self.lm_head = init(h, cfg.vocab_size)
         self.cos, self.sin = rope_tables(max_model_len, hd, cfg.rope_theta, device)
+        pack = use_onednn(gemm, device, self.dtype)
+
+        def weight(w: torch.Tensor) -> Weight:
+            return make_weight(w, batch_hint, pack)
+
+        self.gemms = [LayerGemms(weight(w.wqkv), weight(w.wo), weight(w.w_gate_up),
+                                 weight(w.w_down)) for w in self.layers]
+        self.head = weight(self.lm_head)
 
     @torch.inference_mode()
     def forward(self, input_ids: torch.Tensor, positions: torch.Tensor,
@@ -90,24 +112,24 @@ class SyntheticModel:
         Returns logits [S, vocab] (float32)."""
         cos, sin = self.cos[positions], self.sin[positions]
         x = self.embed[input_ids]  # [T, hidden]
-        for layer, w in enumerate(self.layers):
-            x = x + self._attention(rms_norm(x, w.attn_norm), w, layer, meta, cos, sin)
-            x = x + self._mlp(rms_norm(x, w.mlp_norm), w)
+        for layer, (w, g) in enumerate(zip(self.layers, self.gemms, strict=True)):
+            x = x + self._attention(rms_norm(x, w.attn_norm), g, layer, meta, cos, sin)
+            x = x + self._mlp(rms_norm(x, w.mlp_norm), g)
         x = rms_norm(x[logits_index], self.final_norm)
-        return (x @ self.lm_head).float()
+        return self.head(x).float()
 
-    def _attention(self, x: torch.Tensor, w: LayerWeights, layer: int,
+    def _attention(self, x: torch.Tensor, w: LayerGemms, layer: int,
                    meta: AttentionMetadata, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
         cfg, t = self.cfg, x.shape[0]
         q_size, kv_size = cfg.num_heads * cfg.head_dim, cfg.num_kv_heads * cfg.head_dim
-        q, k, v = (x @ w.wqkv).split([q_size, kv_size, kv_size], dim=-1)
-        q = apply_rope(q.view(t, cfg.num_heads, cfg.head_dim), cos, sin)
-        k = apply_rope(k.view(t, cfg.num_kv_heads, cfg.head_dim), cos, sin)
-        v = v.reshape(t, cfg.num_kv_heads, cfg.head_dim)
+        qkv = w.wqkv(x)  # [T, q_size + 2 kv_size]: q and k side by side, rotated at once
+        qk = apply_rope(qkv[:, :q_size + kv_size].view(t, -1, cfg.head_dim), cos, sin)
+        q, k = qk[:, :cfg.num_heads], qk[:, cfg.num_heads:]  # [T, heads | kv_heads, d] views
+        v = qkv[:, q_size + kv_size:].reshape(t, cfg.num_kv_heads, cfg.head_dim)
         out = self.attention.forward(q, k, v, layer, meta)  # [T, heads, head_dim]
-        return out.reshape(t, q_size) @ w.wo
+        return w.wo(out.reshape(t, q_size))
 
-    def _mlp(self, x: torch.Tensor, w: LayerWeights) -> torch.Tensor:
-        gate, up = (x @ w.w_gate_up).chunk(2, dim=-1)
-        return (torch.nn.functional.silu(gate) * up) @ w.w_down
+    def _mlp(self, x: torch.Tensor, w: LayerGemms) -> torch.Tensor:
+        gate, up = w.w_gate_up(x).chunk(2, dim=-1)
+        return w.w_down(torch.nn.functional.silu(gate) * up)
 
