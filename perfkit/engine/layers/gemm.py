@@ -10,6 +10,10 @@ a plain matmul (MKL's gemv reads the weight once, 260 us against 310-450 packed)
 prefill chunks of more rows than the hint: there the packed kernel was no faster with
 one thread and slower with two (96 rows: 1.0 ms plain, 1.4 ms packed).
 
+Small weights are not packed: they stay in the cache between calls, so MKL's repacking is
+cheap and the packed op's overhead dominates (the tiny preset, all weights under 0.4 MB:
+a decode step of 4 went 0.73 -> 1.00 ms packed). PACK_MIN_BYTES is the line.
+
 The packed kernel is a private torch op (torch.ops.mkldnn._linear_pointwise, what
 torch.compile's CPU backend emits for a frozen Linear), so a pack is checked once against
 the plain product and dropped, with the plain matmul kept, if the op is missing or wrong.
@@ -23,6 +27,7 @@ import torch
 
 Gemm = Literal["auto", "plain"]  # engine.cpu_gemm: auto prepacks where it can
 CHECK_ROWS = 3  # the pack's self-check: a product of this many rows against the plain one
+PACK_MIN_BYTES = 1 << 20  # smaller weights stay plain (the mid shape's smallest is 1 MiB)
 
 
 class Weight:
@@ -50,8 +55,9 @@ def use_onednn(gemm: Gemm, device: torch.device, dtype: torch.dtype) -> bool:
 
 def make_weight(w: torch.Tensor, batch_hint: int, prepack: bool) -> Weight:
     """A Weight for w [in, out]; packed for up to `batch_hint` rows (at least CHECK_ROWS)
-    when `prepack` and the packed product matches the plain one on CHECK_ROWS rows."""
-    if not prepack:
+    when `prepack`, w is at least PACK_MIN_BYTES and the packed product matches the plain
+    one on CHECK_ROWS rows."""
+    if not prepack or w.numel() * w.element_size() < PACK_MIN_BYTES:
         return Weight(w)
     try:
         hint = max(batch_hint, CHECK_ROWS)

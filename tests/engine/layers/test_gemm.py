@@ -17,8 +17,13 @@ needs_onednn = pytest.mark.skipif(not torch.backends.mkldnn.is_available(),
                                   reason="torch built without oneDNN")
 
 
-def weight_matrix(rows: int = 64, cols: int = 96) -> torch.Tensor:
+def weight_matrix(rows: int = 64, cols: int = 4096) -> torch.Tensor:
+    """1 MiB of float32: just large enough to be packed."""
     return torch.randn(rows, cols, generator=torch.Generator().manual_seed(1)) / 8
+
+
+def test_small_weights_stay_plain() -> None:
+    assert make_weight(weight_matrix(64, 4095), batch_hint=16, prepack=True).packed is None
 
 
 @needs_onednn
@@ -77,16 +82,30 @@ def test_packing_only_auto_on_cpu_in_float32() -> None:
 
 
 def tokens(cpu_gemm: str) -> dict[int, list[int]]:
+    """The default profile at hidden 512, intermediate 1024: gate_up (2 MiB), down and the
+    LM head (1 MiB) are packed, the attention weights (0.25-0.5 MiB) not."""
     prof = load_profile("default", Overrides(sets=(
+        "model.hidden_size=512", "model.intermediate_size=1024", "model.vocab_size=512",
         f"engine.cpu_gemm={cpu_gemm}", "engine.max_num_seqs=8", "workload.num_requests=12")))
     specs = generate(prof.workload, prof.model.vocab_size, prof.engine.max_model_len, 12)
     return Engine(prof).run_to_completion(specs)
 
 
-def test_generated_tokens_do_not_depend_on_the_product() -> None:
+@needs_onednn
+def test_generated_tokens_do_not_depend_on_the_product(monkeypatch: pytest.MonkeyPatch) -> None:
     """Greedy tokens of a mixed batch (prefill chunks and decodes of 1..8 rows) are the
-    same with and without prepacking."""
-    assert tokens("auto") == tokens("plain")
+    same with and without prepacking, and the packed kernel did run."""
+    calls = []
+    real = torch.ops.mkldnn._linear_pointwise
+
+    def counted(*args: object) -> torch.Tensor:
+        calls.append(1)
+        return real(*args)
+
+    monkeypatch.setattr(gemm.torch.ops.mkldnn, "_linear_pointwise", counted)
+    packed = tokens("auto")
+    assert len(calls) > 100
+    assert packed == tokens("plain")
 
 
 def test_a_bad_cpu_gemm_is_refused() -> None:
