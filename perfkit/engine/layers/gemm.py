@@ -1,18 +1,20 @@
 """Weight matmuls of the synthetic model: `x @ w`, with the weight prepacked for oneDNN on CPU.
 
-MKL's sgemm repacks its B operand (the weight) on every call. Once the weights no longer
-fit in the cache (the mid shape's 4 layers are 52 MB) that copy costs more than the product
-itself at decode batches of 2..16 rows: [8, 512] @ [512, 3072] with cold weights measured
-1.05-1.14 ms plain, 0.46-0.64 ms prepacked (one core). So on CPU each weight is packed
-once, when the model is built, in oneDNN's blocked layout for the decode batch
-(`batch_hint`: max_num_seqs), and products of 2..batch_hint rows use it. A single row stays
-a plain matmul (MKL's gemv reads the weight once, 260 us against 310-450 packed), and so do
-prefill chunks of more rows than the hint: there the packed kernel was no faster with
-one thread and slower with two (96 rows: 1.0 ms plain, 1.4 ms packed).
-
-Small weights are not packed: they stay in the cache between calls, so MKL's repacking is
-cheap and the packed op's overhead dominates (the tiny preset, all weights under 0.4 MB:
-a decode step of 4 went 0.73 -> 1.00 ms packed). PACK_MIN_BYTES is the line.
+MKL's sgemm repacks its B operand (the weight) on every call. On one thread, once the
+weights no longer fit in the core's cache (the mid shape's 4 layers are 52 MB, its L2 is
+4 MB), that copy costs more than the product itself at decode batches: [8, 512] @
+[512, 3072] with cold weights measured 1.05-1.14 ms plain, 0.46-0.64 ms prepacked. So each
+large weight is packed once, when the model is built, in oneDNN's blocked layout for the
+decode batch (`batch_hint`: max_num_seqs), and products of MIN_ROWS..batch_hint rows use
+it. Measured in whole decode steps (cpu-mid shape, one thread): 8 sequences 10.7 -> 8.8
+ms, 32: 16.3 -> 14.9 ms. Where it did not pay, it is off:
+- more than one thread: MKL spreads the repack over the threads too, and packed steps
+  were no faster (2 threads, 8 sequences: 4.5 plain, 4.7 packed);
+- weights under PACK_MIN_BYTES: they stay in cache, the packed op's overhead dominates
+  (the tiny preset's step of 4: 0.73 -> 1.00 ms; the small preset's 1.5 MB gate/up
+  projection: steps of 2-32 sequences 10-18% slower);
+- fewer than MIN_ROWS rows (one row: MKL's gemv reads the weight once, 260 us against
+  310-450 packed) and prefill chunks beyond the hint (96 rows: no faster packed).
 
 The packed kernel is a private torch op (torch.ops.mkldnn._linear_pointwise, what
 torch.compile's CPU backend emits for a frozen Linear), so a pack is checked once against
@@ -26,8 +28,9 @@ from typing import Literal
 import torch
 
 Gemm = Literal["auto", "plain"]  # engine.cpu_gemm: auto prepacks where it can
-CHECK_ROWS = 3  # the pack's self-check: a product of this many rows against the plain one
-PACK_MIN_BYTES = 1 << 20  # smaller weights stay plain (the mid shape's smallest is 1 MiB)
+PACK_MIN_BYTES = 2 << 20  # smaller weights stay plain (see the module's docstring)
+MIN_ROWS = 4  # fewer rows stay plain
+CHECK_ROWS = MIN_ROWS  # the pack's self-check: a packed product of this many rows vs plain
 
 
 class Weight:
@@ -38,19 +41,20 @@ class Weight:
                  max_rows: int = 0) -> None:
         self.w = w
         self.packed = packed
-        self.max_rows = max_rows  # products of 2..max_rows rows use `packed`
+        self.max_rows = max_rows  # products of MIN_ROWS..max_rows rows use `packed`
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
         """x: [M, in] contiguous -> [M, out]."""
-        if self.packed is None or not 1 < x.shape[0] <= self.max_rows:
+        if self.packed is None or not MIN_ROWS <= x.shape[0] <= self.max_rows:
             return x @ self.w
         return torch.ops.mkldnn._linear_pointwise(x, self.packed, None, "none", [], "")
 
 
 def use_onednn(gemm: Gemm, device: torch.device, dtype: torch.dtype) -> bool:
-    """Whether to prepack: auto, on CPU, in float32, with oneDNN built in."""
+    """Whether to prepack: auto, on CPU, on one intra-op thread (as the engine set it up),
+    in float32, with oneDNN built in."""
     return (gemm != "plain" and device.type == "cpu" and dtype == torch.float32
-            and torch.backends.mkldnn.is_available())
+            and torch.get_num_threads() == 1 and torch.backends.mkldnn.is_available())
 
 
 def make_weight(w: torch.Tensor, batch_hint: int, prepack: bool) -> Weight:
