@@ -12,12 +12,16 @@ a process running alone at that machine speed.
 
 Protocol (a 4-byte message a turn, after a JSON hello line each way):
   the first process to arrive listens at PATH and holds the turn; the second
-  connects, exchanges hellos and waits for the turn. The holder passes it when it
-  has run QUANTUM_S and reaches the next step boundary; the message is the number
-  of levels it has started. At a level's start a side passes the turn straight back
-  until the peer has started that level too (a barrier), so level i of one side runs
-  interleaved with level i of the other, never with its neighbour. A peer that ends or
-  dies closes the socket: the other runs alone from then on (counted in `alone_s`).
+  connects, exchanges hellos and waits for the turn. Arriving is decided under an
+  exclusive lock on PATH.lock (connect, else bind and listen), so two sides started
+  at the same instant cannot both listen (the later one would take the earlier one's
+  socket for a stale file and unlink it: both then waited out the join timeout).
+  The holder passes the turn when it has run QUANTUM_S and reaches the next step
+  boundary; the message is the number of levels it has started. At a level's start a
+  side passes the turn straight back until the peer has started that level too (a
+  barrier), so level i of one side runs interleaved with level i of the other, never
+  with its neighbour. A peer that ends or dies closes the socket: the other runs alone
+  from then on (counted in `alone_s`).
 Against --target (duet mode for deployments) no engine steps run here, so turns pass
 only at the barriers: whole levels alternate, ABBA (B1 A1 A2 B2 B3 A3 ...), each
 side's level i beside the other's, one server measured at a time.
@@ -28,6 +32,7 @@ paired and both refuse to start (PerfkitError, exit 2, before anything is measur
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
 import os
 import socket
@@ -189,6 +194,26 @@ def _listen(path: Path) -> socket.socket | None:
     return server
 
 
+def _lock_path(path: Path) -> Path:
+    return path.with_name(path.name + ".lock")
+
+
+def _arrive(path: Path) -> tuple[socket.socket | None, socket.socket | None]:
+    """(peer, None) when the other side listens at `path`; (None, server) when this side
+    now listens; (None, None) when it can do neither yet. Under an exclusive lock: the
+    first side binds and listens before the second may look, so the second connects."""
+    try:
+        lock = _lock_path(path).open("a")
+    except OSError as err:
+        raise PerfkitError(f"--lockstep {path}: cannot create {_lock_path(path)} "
+                           f"({err.strerror}); give a path in a writable folder, such as "
+                           "/tmp/perfkit-lockstep.sock") from None
+    with lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        peer = _connect(path)
+        return (peer, None) if peer is not None else (None, _listen(path))
+
+
 def _accept(server: socket.socket, path: Path, left_s: float, timeout_s: float
             ) -> socket.socket:
     server.settimeout(left_s)
@@ -201,6 +226,7 @@ def _accept(server: socket.socket, path: Path, left_s: float, timeout_s: float
     finally:
         server.close()
         path.unlink(missing_ok=True)
+        _lock_path(path).unlink(missing_ok=True)  # both sides have arrived, or none will
     sock.settimeout(None)
     return sock
 
@@ -214,10 +240,9 @@ def join(path: Path, plan: dict[str, Any], timeout_s: float = JOIN_TIMEOUT_S,
                            "use a short one such as /tmp/perfkit-lockstep.sock")
     deadline = time.monotonic() + timeout_s
     while True:
-        sock = _connect(path)
+        sock, server = _arrive(path)
         first = sock is None
         if sock is None:
-            server = _listen(path)
             if server is None:
                 if time.monotonic() > deadline:
                     raise PerfkitError(f"--lockstep {path}: cannot listen there or connect")

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import socket
 import subprocess
 import sys
 import threading
@@ -192,3 +194,62 @@ def test_a_level_starts_only_when_the_peer_starts_it_too(tmp_path):
     _both(tmp_path / "s.sock", (fast, slow))
     assert events.index("A2") > events.index("B1")
     assert events.index("B2") > events.index("A1")
+
+
+def _meet_at_once(path: Path) -> list:
+    """Both sides join at the same instant: for each, whether it arrived first, or the
+    PerfkitError its join raised. The first closes at once, which lets the second run."""
+    out: list = [None, None]
+    start = threading.Barrier(2)
+
+    def side(i: int) -> None:
+        start.wait()
+        try:
+            joined = join(path, PLAN, timeout_s=5.0, quantum_s=0.0)
+        except PerfkitError as exc:
+            out[i] = exc
+            return
+        out[i] = joined.first
+        joined.close()
+
+    threads = [threading.Thread(target=side, args=(i,), daemon=True) for i in (0, 1)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    return out
+
+
+def test_two_sides_that_look_at_once_still_meet(tmp_path, monkeypatch):
+    """The CI recipe starts both sides together: both find no listener, and the later one
+    used to unlink the earlier one's fresh socket as stale (both then waited out the
+    timeout). Here both look for a listener at the same moment, every time."""
+    import perfkit.sweep.lockstep as lockstep
+
+    real = lockstep._connect
+    both_looked = threading.Barrier(2, timeout=0.5)
+
+    def at_once(path: Path):
+        with contextlib.suppress(threading.BrokenBarrierError):
+            both_looked.wait()
+        return real(path)
+
+    monkeypatch.setattr(lockstep, "_connect", at_once)
+    for attempt in range(3):
+        both_looked.reset()
+        out = _meet_at_once(tmp_path / f"s{attempt}.sock")
+        assert sorted(out) == [False, True], out
+        assert not (tmp_path / f"s{attempt}.sock.lock").exists()
+
+
+def test_a_stale_socket_of_a_crashed_run_is_replaced(tmp_path):
+    path = tmp_path / "s.sock"
+    stale = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    stale.bind(str(path))
+    stale.close()  # the file stays; nobody listens
+    assert sorted(_meet_at_once(path)) == [False, True]
+
+
+def test_a_folder_that_cannot_hold_the_socket_is_refused_at_once(tmp_path):
+    with pytest.raises(PerfkitError, match="writable folder"):
+        join(tmp_path / "missing" / "s.sock", PLAN, timeout_s=60.0)
