@@ -13,10 +13,12 @@ plus the wait from an answer to its next send), over the server's step time (the
 window over the server's iteration_tokens_total count).
 The delay is not steady: on this 2-core machine one run's mean was 2 steps, the next
 one's 100-460 (the API server starved by other load; one stalled answer holds several
-clients), and a mean spreads the load more evenly than such bursts do. So the test holds
-the server between two models: no round trip (an upper bound, within 10-25% of the server
-when its delay is ~2 steps) and the measured mean round trip (a lower bound: 7-9 against
-the server's 9-26 when it was 100-460). Figures measured: README, "Capacity".
+clients), and a mean spreads the load more evenly than such bursts do. The test holds the
+server below the model with no round trip (an upper bound, within 10-25% of the server
+when its delay is ~2 steps) and prints the prediction at the measured mean round trip: it
+lands within 25% of the server when the round trip is steady (~2 steps), and misses either
+way when it is not (7-9 against the server's 9-33 at 100-460 steps; 7-9 against 2-6 with
+the machine under other load at 550-740 steps). Figures measured: README, "Capacity".
 """
 
 from __future__ import annotations
@@ -45,6 +47,8 @@ NUM_BLOCKS, BLOCK, MAX_SEQS, BUDGET, NUM = 40, 32, 16, 2048, 64  # BUDGET: vLLM'
 LOAD = ("workload.output_len.min=64", "workload.output_len.max=160",
         "sweep.min_requests_per_client=0")
 SEEDS = (1, 2, 3)
+SATURATION_TRIES = 3
+SATURATED_QUEUE_SHARE = 0.25
 
 
 @pytest.fixture(scope="module")
@@ -61,37 +65,41 @@ def server(vllm_exe: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[
 
 PREEMPTED, STEPS = "vllm:num_preemptions", "vllm:iteration_tokens_total_count"
 E2E_SUM = "vllm:e2e_request_latency_seconds_sum"
+QUEUE_SUM = "vllm:request_queue_time_seconds_sum"  # in the engine's waiting queue
+NAMES = (PREEMPTED, STEPS, E2E_SUM, QUEUE_SUM)
 
 
 @dataclass(frozen=True)
 class Run:
     preemptions: int
     delay_steps: int  # the clients' round trip in the server's engine steps
+    queued_share: float  # of the server's request time, the share spent waiting
 
 
 def counters(srv: VllmServer) -> dict[str, float]:
     with urllib.request.urlopen(f"{srv.base}/metrics", timeout=10) as resp:
-        values = parse_metrics(resp.read().decode(), (PREEMPTED, STEPS, E2E_SUM))
-    return {name: sum(values.get(name, [0.0])) for name in (PREEMPTED, STEPS, E2E_SUM)}
+        values = parse_metrics(resp.read().decode(), NAMES)
+    return {name: sum(values.get(name, [0.0])) for name in NAMES}
 
 
-def real(srv: VllmServer, clients: int, seed: int, tmp: Path) -> Run:
+def real(srv: VllmServer, clients: int, seed: int, tmp: Path, attempt: int = 0) -> Run:
     """The server's preemptions over one closed-loop level of NUM requests, and the
     clients' delay in engine steps (see the module's docstring)."""
     sets = [x for s in (*LOAD, f"workload.seed={seed}") for x in ("--set", s)]
+    out = tmp / f"c{clients}-{seed}-{attempt}.json"
     before = counters(srv)
     cmd = [sys.executable, "-m", "perfkit", "sweep", "--target", f"{srv.base}/v1",
            "--model", MODEL_NAME, "--concurrency", str(clients), "--requests", str(NUM),
-           "--warmup", "0", "--no-samplers", "--json", str(tmp / f"c{clients}-{seed}.json"),
-           "--timeout", "300", *sets]
+           "--warmup", "0", "--no-samplers", "--json", str(out), "--timeout", "300", *sets]
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, done.stderr[-3000:]
-    level = json.loads((tmp / f"c{clients}-{seed}.json").read_text())["levels"][0]
+    level = json.loads(out.read_text())["levels"][0]
     assert level["counts"]["completed"] == NUM
     after = counters(srv)
     delta = {name: after[name] - before[name] for name in after}
     step_s = level["throughput"]["window_s"] / max(delta[STEPS], 1.0)
-    return Run(round(delta[PREEMPTED]), round(outside_s(level, clients, delta) / step_s))
+    return Run(round(delta[PREEMPTED]), round(outside_s(level, clients, delta) / step_s),
+               delta[QUEUE_SUM] / max(delta[E2E_SUM], 1e-9))
 
 
 def outside_s(level: dict[str, Any], clients: int, delta: dict[str, float]) -> float:
@@ -119,16 +127,35 @@ def predicted(clients: int, seed: int, delay: int) -> tuple[int, int]:
     return engine.result.num_preempted, fast.num_preempted
 
 
+def saturated(srv: VllmServer, seed: int, tmp: Path) -> Run | None:
+    """A run in which the server really had the requests at once: they spent at least
+    SATURATED_QUEUE_SHARE of their server time waiting (64 requests for 16 slots: ~0.6).
+    On a loaded machine its API server may hand them to the engine so slowly that they
+    never queue (seen: 0 preemptions, the engine finishing requests as they trickled in);
+    such a run is retried, at most SATURATION_TRIES times."""
+    for attempt in range(SATURATION_TRIES):
+        run = real(srv, NUM, seed, tmp, attempt)
+        print(f"seed {seed}: {run.preemptions} preemptions, queued {run.queued_share:.2f}")
+        if run.queued_share >= SATURATED_QUEUE_SHARE:
+            return run
+    return None
+
+
 def test_saturated_preemptions_within_10_percent(server: VllmServer, tmp_path: Path) -> None:
     """Over the seeds together: one seed's run varies by up to ~12% from run to run (47 to
-    54 for seed 2), so a single run may fall outside 10% of a right prediction."""
+    54 for seed 2), so a single run may fall outside 10% of a right prediction. Seeds whose
+    server never saturated are left out; at least two must remain."""
     got, engine, fast = [], [], []
     for seed in SEEDS:
-        got.append(real(server, NUM, seed, tmp_path).preemptions)
+        run = saturated(server, seed, tmp_path)
+        if run is None:
+            continue
+        got.append(run.preemptions)
         e, f = predicted(NUM, seed, 0)
         engine.append(e)
         fast.append(f)
     print(f"saturated: vLLM {got}, engine {engine}, --simulate {fast}")
+    assert len(got) >= 2, "the server saturated for fewer than two seeds: machine too loaded"
     assert abs(sum(engine) - sum(got)) <= 0.1 * sum(got)
     assert abs(sum(fast) - sum(got)) <= 0.1 * sum(got)
 
@@ -141,9 +168,8 @@ def test_closed_loop_with_the_client_delay(server: VllmServer, tmp_path: Path) -
     delays = [r.delay_steps for r in runs]
     print(f"c=8: vLLM {got}, measured delay {delays} steps: {late}, delay 0: {at_once}")
     assert all(d >= 0 for d in delays)
-    # the server between the two models: with no round trip at all the model bounds it
-    # from above, with the measured mean round trip from below (a mean spreads the load
-    # more evenly than the server's bursty front end does; see the module's docstring)
+    # with no round trip at all the model bounds the server from above; the measured
+    # mean round trip is printed, not asserted: it lands near the server only when the
+    # round trip is steady (see the module's docstring)
     assert sum(at_once) >= 0.75 * sum(got)
-    assert sum(late) <= 1.25 * sum(got)
     assert sum(at_once) >= sum(late)  # a round trip spreads the load: never more pressure
