@@ -222,8 +222,7 @@ def _compare_timing(metric: Metric, rule: GateRule, label: str, baseline: LevelS
     if len(pairs) < min(len(base_runs), len(cur_runs)):
         note += (f"; {min(len(base_runs), len(cur_runs)) - len(pairs)} pairs left out: "
                  f"p{metric.q:g} needs >= {need} samples per run")
-    return _paired_row(metric, rule, label, (percentile(base, metric.q),
-                                             percentile(cur, metric.q)), pairs, note)
+    return _paired_row(metric, rule, label, shown, pairs, note)
 
 
 def _compare_repeat(metric: Metric, rule: GateRule, label: str, base: list[float | None],

@@ -160,11 +160,18 @@ def _completed(r: RequestSample) -> bool:
     return r.rejected is None and r.e2e_s is not None and r.finish_reason not in FAILED_REASONS
 
 
-def repeat_samples(requests: list[RequestSample]) -> dict[str, list[float]]:
-    """Measured per-request samples of one repeat: field -> values."""
+def _picked(requests: list[RequestSample]) -> dict[str, list[RequestSample]]:
+    """The measured requests each sample field counts: TTFT served ones, TPOT and E2E
+    completed ones."""
     served = [r for r in measured(requests) if r.rejected is None]
     completed = [r for r in served if _completed(r)]
-    pick = {"ttft_s": served, "tpot_s": completed, "e2e_s": completed}
+    return {"ttft_s": served, "tpot_s": completed, "e2e_s": completed}
+
+
+def repeat_samples(requests: list[RequestSample],
+                   pick: dict[str, list[RequestSample]] | None = None) -> dict[str, list[float]]:
+    """Measured per-request samples of one repeat: field -> values."""
+    pick = pick or _picked(requests)
     return {name: [v for v in map(get, pick[name]) if v is not None]
             for name, get in SAMPLES.items()}
 
@@ -172,12 +179,11 @@ def repeat_samples(requests: list[RequestSample]) -> dict[str, list[float]]:
 RequestKey = tuple[int, int, int]  # (id, prompt tokens, output tokens): the same request
 
 
-def repeat_keyed(requests: list[RequestSample]) -> dict[str, dict[RequestKey, float]]:
+def repeat_keyed(requests: list[RequestSample], pick: dict[str, list[RequestSample]] | None = None
+                 ) -> dict[str, dict[RequestKey, float]]:
     """Measured per-request samples of one repeat keyed by request: field -> {key: value}.
     For a profile and seed the same key is the same work on both sides of a gate."""
-    served = [r for r in measured(requests) if r.rejected is None]
-    completed = [r for r in served if _completed(r)]
-    pick = {"ttft_s": served, "tpot_s": completed, "e2e_s": completed}
+    pick = pick or _picked(requests)
     out: dict[str, dict[RequestKey, float]] = {}
     for name, get in SAMPLES.items():
         values = ((r, get(r)) for r in pick[name])
@@ -204,8 +210,9 @@ class LevelSamples:
 
     def add(self, level: LevelResult) -> None:
         self.repeats.append(level)
-        self.samples.append(repeat_samples(level.requests))
-        self.keyed_samples.append(repeat_keyed(level.requests))
+        pick = _picked(level.requests)  # once: both views count the same requests
+        self.samples.append(repeat_samples(level.requests, pick))
+        self.keyed_samples.append(repeat_keyed(level.requests, pick))
 
     @property
     def remote(self) -> bool:
