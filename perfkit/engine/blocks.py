@@ -32,11 +32,9 @@ _digest: Callable[[bytes], BlockHash] = xxhash.xxh3_128_digest  # type: ignore[a
 _PACKERS: dict[int, struct.Struct] = {}  # token count -> its packer (a dict: no call overhead)
 
 
-def _packer(num_tokens: int) -> struct.Struct:
-    packer = _PACKERS.get(num_tokens)
-    if packer is None:  # token ids as little-endian int64
-        packer = _PACKERS.setdefault(num_tokens, struct.Struct(f"<{num_tokens}q"))
-    return packer
+def _new_packer(num_tokens: int) -> struct.Struct:
+    """The packer of a token count not seen yet (token ids as little-endian int64)."""
+    return _PACKERS.setdefault(num_tokens, struct.Struct(f"<{num_tokens}q"))
 
 
 def hash_block(parent: BlockHash | None, token_ids: Sequence[int]) -> BlockHash:
@@ -45,7 +43,7 @@ def hash_block(parent: BlockHash | None, token_ids: Sequence[int]) -> BlockHash:
     XXH3-128 (the xxhash package): stable across processes and machines, and 3x faster than
     blake2b here, which is most of the allocator's cost with prefix caching. Not
     cryptographic: fine for a benchmark's cache keys, where no input is adversarial."""
-    packer = _PACKERS.get(len(token_ids)) or _packer(len(token_ids))
+    packer = _PACKERS.get(len(token_ids)) or _new_packer(len(token_ids))
     return _digest(parent + packer.pack(*token_ids) if parent else packer.pack(*token_ids))
 
 
