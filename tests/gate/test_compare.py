@@ -14,6 +14,20 @@ ALARMS = {"regression", "improved", "changed", "missing", "not measured"}
 # ---- the issue's proofs ----------------------------------------------------------------
 
 
+TIMINGS = ("ttft_s", "tpot_s", "e2e_s")
+
+
+def scale_request(req: dict, factor: float) -> None:
+    req |= {k: req[k] * factor for k in TIMINGS}
+
+
+def scale_timings(result: dict, factor: float) -> None:
+    """Every request's TTFT, TPOT and E2E in a result document times `factor`."""
+    for lv in result["levels"]:
+        for req in lv["requests"]:
+            scale_request(req, factor)
+
+
 def test_identical_inputs_pass():
     d = noisy_doc(1)
     result = run(d, copy.deepcopy(d))
@@ -56,9 +70,7 @@ def test_planted_slowdown_beyond_the_band_is_detected(which, factor, seed):
 def test_uniform_10pct_on_every_sample_is_caught():
     base = noisy_doc(30)
     cur = copy.deepcopy(base)
-    for lv in cur["levels"]:
-        for req in lv["requests"]:
-            req |= {k: req[k] * 1.1 for k in ("ttft_s", "tpot_s", "e2e_s")}
+    scale_timings(cur, 1.1)
     result = run(base, cur)
     for metric in ("tpot_p50", "e2e_p50"):  # 5% bands: +10% is beyond them
         assert row(result, "c=4", metric).verdict == "regression"
@@ -73,7 +85,7 @@ def test_ten_times_slower_tail_never_passes():
     for lv in cur["levels"]:
         measured = [r for r in lv["requests"] if not r["warmup"]]
         for req in sorted(measured, key=lambda r: r["e2e_s"])[-2:]:
-            req |= {k: req[k] * 10 for k in ("ttft_s", "tpot_s", "e2e_s")}
+            scale_request(req, 10)
     r = row(run(base, cur), "c=1", "e2e_p99")
     assert r.fails and r.verdict in ("regression", "inconclusive")
 
@@ -230,9 +242,7 @@ def test_open_loop_scheduled_counts_are_treated_as_noisy():
 def test_p50_rows_pair_matched_requests_when_runs_ran_the_same_requests():
     base = noisy_doc(40)
     cur = copy.deepcopy(base)
-    for lv in cur["levels"]:
-        for req in lv["requests"]:
-            req |= {k: req[k] * 1.08 for k in ("ttft_s", "tpot_s", "e2e_s")}
+    scale_timings(cur, 1.08)
     r = row(run(base, cur), "c=4", "tpot_p50")
     assert "matched requests" in r.note
     assert r.verdict == "regression" and abs(r.change - 0.08) < 1e-9  # every request +8%
