@@ -7,16 +7,26 @@ step times, arrivals, GC pauses, the tail probe) reads `now()`, which stops whil
 paused and goes on from where it stopped: TTFT, TPOT and E2E are what they would be
 alone, measured under the same machine load as the peer's.
 
-Without a turn taker installed `now()` is time.perf_counter() and `between_steps()`
-does nothing.
+In lockstep the clock also stops while the engine thread waits in the run queue (it is
+runnable and another process holds its core: the second field of its schedstat). The
+OS hands such waits to whichever side happens to be running, a few hundred ms to
+seconds at a time on a loaded machine, so they would land on one side of a pair and
+not the other. The engine takes them out after a step's work and before it stamps the
+step's tokens (`reclaim_waits`), never further back than the step's last stamp.
 
-Invariant: now() is monotonic in every thread, pauses included (frozen during one).
+Without a turn taker installed `now()` is time.perf_counter() and `between_steps()`
+and `reclaim_waits()` do nothing.
+
+Invariant: now() is monotonic in every thread, pauses included (frozen during one);
+in lockstep the engine thread's own stamps stay monotonic across a reclaimed wait
+(other threads' stamps taken during the wait may exceed later engine stamps by it).
 """
 
 from __future__ import annotations
 
 import resource
 import time
+from collections.abc import Callable
 from typing import Protocol
 
 
@@ -35,6 +45,11 @@ _taker: TurnTaker | None = None
 # Process CPU (user, system) spent while paused: the sampler threads keep running, and
 # a side that waits longer (its peer is slower) would otherwise count more of it.
 _paused_cpu = [0.0, 0.0]
+# The engine thread's cumulative run-queue wait (seconds) and its reading when last
+# taken out; None: not in lockstep, or the platform cannot tell.
+_waits: Callable[[], float | None] | None = None
+_waited_at = 0.0
+_reclaimed_s = 0.0  # run-queue wait taken out so far
 
 
 def now() -> float:
@@ -53,16 +68,51 @@ def paused_cpu_s() -> tuple[float, float]:
     return _paused_cpu[0], _paused_cpu[1]
 
 
-def install(taker: TurnTaker | None) -> None:
-    """Take turns through `taker` between engine steps; None: run alone again."""
-    global _taker
+def reclaimed_s() -> float:
+    """Seconds of the engine thread's run-queue wait taken out of time so far."""
+    return _reclaimed_s
+
+
+def install(taker: TurnTaker | None, waits: Callable[[], float | None] | None = None) -> None:
+    """Take turns through `taker` between engine steps; None: run alone again. `waits`
+    reads the engine thread's cumulative run-queue wait: those waits are taken out too."""
+    global _taker, _waits
     _taker = taker
+    _waits = waits if taker is not None else None
+    _restart_waits()
+
+
+def _restart_waits() -> None:
+    """Waits from here on count; those before (a pause, a barrier) are not the step's."""
+    global _waited_at
+    reading = _waits() if _waits is not None else None
+    if reading is not None:
+        _waited_at = reading
 
 
 def level_starts() -> None:
     """Called before a level's first request: in lockstep, wait for the peer's level."""
     if _taker is not None:
         _taker.barrier()
+        _restart_waits()
+
+
+def reclaim_waits(floor: float) -> None:
+    """Called by the engine after a step's work, before it stamps the step's tokens:
+    the engine thread's run-queue wait since the last call is taken out of time like a
+    pause, at most back to `floor` (now() at the step's last stamp), so the engine's
+    stamps stay monotonic. A no-op unless in lockstep."""
+    global _waited_at, _paused_s, _reclaimed_s
+    if _waits is None:
+        return
+    reading = _waits()
+    if reading is None:
+        return
+    waited, _waited_at = reading - _waited_at, reading
+    take = min(waited, now() - floor)
+    if take > 0.0:
+        _paused_s += take
+        _reclaimed_s += take
 
 
 def between_steps() -> None:
@@ -77,4 +127,5 @@ def between_steps() -> None:
         _paused_cpu[0] += after.ru_utime - before.ru_utime
         _paused_cpu[1] += after.ru_stime - before.ru_stime
         _paused_s += time.perf_counter() - _frozen_at
+        _restart_waits()  # waking up waits for the core the peer leaves: part of the pause
     _frozen_at = None

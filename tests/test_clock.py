@@ -71,3 +71,72 @@ def test_cpu_burnt_during_a_pause_is_counted_as_paused():
     clock.between_steps()
     user2, system2 = clock.paused_cpu_s()
     assert (user2 - user) + (system2 - system) >= 0.09  # the burning thread's 0.1 s
+
+
+class _Never(_Pausing):
+    """A turn taker that never pauses (the peer is slower to ask)."""
+
+    def take_turns(self) -> bool:
+        return False
+
+
+class _Waits:
+    """A fake run-queue wait counter the test moves by hand."""
+
+    def __init__(self) -> None:
+        self.s = 0.0
+
+    def __call__(self) -> float:
+        return self.s
+
+
+def test_a_run_queue_wait_during_a_step_is_taken_out_and_the_clock_stays_monotonic():
+    waits = _Waits()
+    clock.install(_Never(0.0), waits)
+    floor = clock.now()
+    time.sleep(0.05)  # the step: 50 ms, of which the OS held the core for 30
+    waits.s += 0.03
+    before, reclaimed = clock.paused_s(), clock.reclaimed_s()
+    clock.reclaim_waits(floor)
+    assert clock.paused_s() - before == pytest.approx(0.03)
+    assert clock.reclaimed_s() - reclaimed == pytest.approx(0.03)
+    assert clock.now() - floor == pytest.approx(0.02, abs=0.01)
+
+
+def test_a_reclaimed_wait_never_goes_back_past_the_floor():
+    waits = _Waits()
+    clock.install(_Never(0.0), waits)
+    time.sleep(0.01)
+    floor = clock.now()
+    waits.s += 5.0  # more wait than the step lasted (some of it came before the floor)
+    clock.reclaim_waits(floor)
+    assert clock.now() >= floor
+
+
+def test_waits_during_a_pause_or_a_barrier_are_not_taken_out_again():
+    waits = _Waits()
+
+    class WaitingTaker(_Pausing):
+        def take_turns(self) -> bool:
+            waits.s += 0.5  # waking up: waiting for the core the peer leaves
+            return super().take_turns()
+
+        def barrier(self) -> None:
+            waits.s += 0.5
+
+    clock.install(WaitingTaker(0.0), waits)
+    floor = clock.now()
+    clock.between_steps()
+    clock.level_starts()
+    time.sleep(0.02)
+    reclaimed = clock.reclaimed_s()
+    clock.reclaim_waits(floor)
+    assert clock.reclaimed_s() == reclaimed
+
+
+def test_alone_or_without_a_wait_counter_nothing_is_reclaimed():
+    reclaimed = clock.reclaimed_s()
+    clock.reclaim_waits(clock.now() - 1.0)  # no taker
+    clock.install(_Never(0.0))  # a taker, no counter (no schedstat)
+    clock.reclaim_waits(clock.now() - 1.0)
+    assert clock.reclaimed_s() == reclaimed

@@ -160,7 +160,9 @@ class Engine:
         if not out.scheduled:
             return []
         sampling = [item.seq for item in out.scheduled if item.samples]
+        floor = clock.now()
         result = self.executor.execute(out, sampling)
+        clock.reclaim_waits(floor)  # in lockstep: another process's hold on the core
         self.stats.guard_s += result.mask_s
         self.scheduler.commit(out)
         events = self._append(sampling, result.token_ids)

@@ -62,6 +62,10 @@ class LockstepInfo:
     alone_s: float  # seconds run after the peer ended (or died): unpaired in time. Near 0
     # when both ran the same plan to the end; large when the peer failed early
     cpu: int | None = None  # the core both sides' engine threads ran on; None: not pinned
+    # seconds the engine thread waited in the run queue (another process held its
+    # core), taken out of every timing like the pauses; None: not measured (no
+    # schedstat, or a result from before this field)
+    run_queue_s: float | None = None
 
 
 @dataclass(frozen=True)

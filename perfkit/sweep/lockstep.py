@@ -45,6 +45,7 @@ from typing import Any
 
 from perfkit import clock
 from perfkit.errors import PerfkitError
+from perfkit.measure.proc import ThreadWaits
 from perfkit.result.sweep import LockstepInfo
 from perfkit.sweep.plan import SweepPlan
 
@@ -75,6 +76,8 @@ class Lockstep:
         self._theirs = 0  # the peer's count, as its last message said
         self.first = first
         self.cpu: int | None = None  # the core the engine thread is pinned to
+        self.waits_measured = False  # its run-queue waits are taken out (perfkit.clock)
+        self._reclaimed_at = clock.reclaimed_s()
         self.stats = LockstepStats()
 
     def take_turns(self) -> bool:
@@ -136,8 +139,9 @@ class Lockstep:
 
     def info(self) -> LockstepInfo:
         s = self.stats
+        waited = clock.reclaimed_s() - self._reclaimed_at if self.waits_measured else None
         return LockstepInfo(self._quantum_s, s.handoffs, round(s.paused_s, 6), round(s.alone_s, 6),
-                            self.cpu)
+                            self.cpu, None if waited is None else round(waited, 6))
 
 
 def _hello(plan: dict[str, Any]) -> bytes:
@@ -271,7 +275,9 @@ def in_lockstep(path: Path | None, plan: SweepPlan) -> Iterator[Lockstep | None]
         yield None
         return
     side = join(path, plan_hello(plan))
-    clock.install(side)
+    waits = ThreadWaits.open()  # this is the engine's thread: its run-queue waits
+    side.waits_measured = waits is not None
+    clock.install(side, waits)
     before = _pin_engine_thread(side)
     try:
         yield side
@@ -279,6 +285,8 @@ def in_lockstep(path: Path | None, plan: SweepPlan) -> Iterator[Lockstep | None]
         if before is not None:
             os.sched_setaffinity(0, before)
         clock.install(None)
+        if waits is not None:
+            waits.close()
         side.close()
 
 

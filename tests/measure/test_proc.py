@@ -179,3 +179,32 @@ def test_counts_are_ints_and_timings_floats():
             assert type(value) is float or value is None, name
         if name.endswith("_bytes"):
             assert type(value) is int, name
+
+
+def _burn_pinned(cpu: int, seconds: float) -> None:
+    os.sched_setaffinity(0, {cpu})
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        pass
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="no CPU affinity here")
+def test_thread_waits_reads_the_calling_threads_run_queue_wait():
+    from perfkit.measure.proc import ThreadWaits
+    waits = ThreadWaits.open()
+    if waits is None:
+        pytest.skip("no schedstat on this kernel")
+    before_affinity = os.sched_getaffinity(0)
+    cpu = max(before_affinity)
+    try:
+        os.sched_setaffinity(0, {cpu})
+        start = waits()
+        rival = threading.Thread(target=_burn_pinned, args=(cpu, 0.4))
+        rival.start()
+        _burn_pinned(cpu, 0.3)  # both runnable on one core: each waits about half
+        rival.join()
+        waited = waits() - start
+    finally:
+        os.sched_setaffinity(0, before_affinity)
+        waits.close()
+    assert 0.05 < waited < 0.4

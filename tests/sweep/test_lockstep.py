@@ -116,6 +116,7 @@ def test_two_sweeps_in_lockstep_pair_run_for_run(tiny, tmp_path):
     for doc in docs:
         info = doc["lockstep"]
         assert info["handoffs"] > 0 and info["paused_s"] > 0 and info["quantum_s"] == 0.02
+        assert info["run_queue_s"] is not None and info["run_queue_s"] >= 0  # Linux: schedstat
         assert doc["complete"] and len(doc["levels"]) == 4
     # both engine threads ran on one core (Linux has thread affinity)
     assert docs[0]["lockstep"]["cpu"] == docs[1]["lockstep"]["cpu"] is not None
