@@ -96,10 +96,13 @@ def finish(stacks: Folded, out_dir: Path, name: str, **info: Any) -> StackRecord
 
 
 def offcpu_info(sampler: TimedSampler, out_dir: Path, name: str) -> dict[str, Any]:
-    """NAME.offcpu.folded from the sampler's waiting samples (written even when empty,
-    where it can be told), or the reason there is none."""
+    """NAME.offcpu.folded from the sampler's waiting samples, or the reason there is
+    none. No file when no thread waited at any tick (flamegraph.pl refuses an empty
+    one): the path is None, the count 0 and the reason empty, since it could be told."""
     if sampler.offcpu_reason:
         return {"offcpu_reason": sampler.offcpu_reason}
+    if not sampler.offcpu:
+        return {"offcpu_samples": 0}
     path = Path(out_dir) / f"{name}.offcpu.folded"
     write_folded(path, dict(sampler.offcpu))
     return {"offcpu_folded_path": path, "offcpu_samples": sum(sampler.offcpu.values())}

@@ -84,6 +84,9 @@ def tail_lines(tail: Any, top: int = 3) -> Text:
     head = (f"tail stacks: {tail.num_tail_steps} steps > p99 ({tail.step_p99_s * 1e3:.2f} ms), "
             f"{tail.num_tail_samples} samples, vs {tail.num_median_samples} in "
             f"{tail.num_median_steps} median steps")
+    if not tail.num_tail_samples:
+        return Text(head + "; no sample fell in a tail step: raise --stack-rate (no "
+                    "tail.folded written)")
     if not tail.growing:
         return Text(head + "; no frame grows in the tail")
     rows = [f"  {g.tail_share:6.1%} tail vs {g.median_share:6.1%} median  {g.frame}"

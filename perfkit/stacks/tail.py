@@ -66,11 +66,19 @@ def write_tail_stacks(sampler: TimedSampler, start_s: list[float], end_s: list[f
     tail = cut_stacks(sampler.sample_stack, steps, stacks, set(tail_idx))
     median = cut_stacks(sampler.sample_stack, steps, stacks, set(median_idx))
     base = Path(out_dir)
-    paths = base / f"{name}.tail.folded", base / f"{name}.median.folded"
-    write_folded(paths[0], tail)
-    write_folded(paths[1], median)
+    paths = [_written(base / f"{name}.{part}.folded", stacks)
+             for part, stacks in (("tail", tail), ("median", median))]
     svg = base / f"{name}.tail-diff.svg"
     write_diff_svg(svg, tail, median, f"{name}: steps > p99 ({p99 * 1e3:.2f} ms) vs median")
-    return TailStacksInfo(str(paths[0]), str(paths[1]), str(svg), len(tail_idx),
+    return TailStacksInfo(paths[0], paths[1], str(svg), len(tail_idx),
                           len(median_idx), sum(tail.values()), sum(median.values()), p99,
                           growing_frames(tail, median))
+
+
+def _written(path: Path, stacks: Folded) -> str | None:
+    """Write a folded file with at least one sample (flamegraph.pl refuses an empty one:
+    "No stack counts found") and return its path; None when there is nothing to write."""
+    if not stacks:
+        return None
+    write_folded(path, stacks)
+    return str(path)

@@ -84,3 +84,12 @@ def test_first_tick_and_runnable_threads_count_for_neither(monkeypatch):
     monkeypatch.setattr(offcpu, "read_state", lambda tid: "R")
     assert states.state(me, native) in (None, "on")  # runnable is never off-CPU
     assert offcpu.read_state(native) in ("R", "S", "D") or CAN_TELL
+
+
+def test_no_thread_waited_writes_no_offcpu_file(tmp_path):
+    from perfkit.stacks.record import offcpu_info
+    sampler = TimedSampler(100.0)
+    if sampler.offcpu_reason:
+        pytest.skip(sampler.offcpu_reason)
+    assert offcpu_info(sampler, tmp_path, "level-3") == {"offcpu_samples": 0}
+    assert not (tmp_path / "level-3.offcpu.folded").exists()

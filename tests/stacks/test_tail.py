@@ -65,3 +65,19 @@ def test_probe_records_gc_pauses() -> None:
     data = probe.stop()
     assert data.gc_start_s and data.gc_end_s[-1] >= data.gc_start_s[-1]
     assert data.counters_reason or len(data.tick_s) >= 2
+
+
+def test_no_sample_in_a_tail_step_writes_no_tail_file(tmp_path) -> None:
+    # flamegraph.pl refuses an empty folded file ("No stack counts found")
+    from perfkit.stacks.summary import tail_lines
+    sampler = TimedSampler(100.0)
+    sampler.stack_ids = {"main (a.py:1);fast (a.py:9)": 0}
+    starts = [float(i) for i in range(200)]
+    ends = [s + (0.9 if i == 7 else 0.1) for i, s in enumerate(starts)]
+    sampler.sample_s = [s + 0.05 for i, s in enumerate(starts) if i != 7]
+    sampler.sample_stack = [0] * 199
+    info = write_tail_stacks(sampler, starts, ends, tmp_path, "level-1")
+    assert info is not None and info.num_tail_samples == 0 and info.tail_folded_path is None
+    assert not (tmp_path / "level-1.tail.folded").exists()
+    assert (tmp_path / "level-1.median.folded").read_text().strip()
+    assert "raise --stack-rate" in str(tail_lines(info))
