@@ -182,7 +182,10 @@ def _pairs_note(kb: int, kc: int) -> str:
 
 
 def min_run_samples(q: float) -> int:
-    """Samples one run needs for its q-th percentile: half a sample beyond it (p99: 50)."""
+    """Samples one run needs for its q-th percentile: half a sample beyond it (p99: 50);
+    the max (q = 100) as many as p99: the slowest of a few requests is not a tail."""
+    if q >= 100.0:
+        return min_run_samples(99.0)
     return max(MIN_RUN_SAMPLES, math.ceil(0.5 / (1.0 - q / 100.0) - 1e-9))
 
 
@@ -221,7 +224,8 @@ def _compare_timing(metric: Metric, rule: GateRule, label: str, baseline: LevelS
     note = _pairs_note(len(base_runs), len(cur_runs))
     if len(pairs) < min(len(base_runs), len(cur_runs)):
         note += (f"; {min(len(base_runs), len(cur_runs)) - len(pairs)} pairs left out: "
-                 f"p{metric.q:g} needs >= {need} samples per run")
+                 f"{'max' if metric.q == 100 else f'p{metric.q:g}'} needs >= {need} "
+                 "samples per run")
     return _paired_row(metric, rule, label, shown, pairs, note)
 
 

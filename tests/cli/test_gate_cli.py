@@ -34,7 +34,7 @@ def test_identical_results_exit_0_and_write_every_output(gate, tmp_path):
     md.write_text("")  # CI passes existing empty files ($GITHUB_STEP_SUMMARY): replaced
     result = gate(d, d, "--markdown", str(md), "--junit", str(xml), "--json", str(out))
     assert result.exit_code == 0, result.stdout + result.stderr
-    assert "pass: 42 checks, 40 decided, 42 passed, 0 failed, 0 inconclusive" in result.stdout
+    assert "pass: 48 checks, 46 decided, 48 passed, 0 failed, 0 inconclusive" in result.stdout
     assert "ttft_p50" not in result.stdout  # passing rows only with --verbose
     verbose = gate(d, d, "--verbose")
     assert "ttft_p50" in verbose.stdout and max(map(len, verbose.stdout.splitlines())) <= 80
@@ -110,7 +110,7 @@ def test_remote_results_without_scraping_fail_as_not_measured(gate, tmp_path):
     assert "FAIL c=4 kv_peak_blocks: not measured in the baseline and current result" \
         in result.stdout
     assert "FAIL c=1 preemptions: not measured" in result.stdout
-    assert "regression: 42 checks, 26 decided, 30 passed, 12 failed" in result.stdout
+    assert "regression: 48 checks, 32 decided, 36 passed, 12 failed" in result.stdout
     rules = tmp_path / "remote.toml"
     rules.write_text("".join(f"[rules.{m}]\nrequired = false\n" for m in
                              ("preemptions", "prefix_hits", "kv_peak_blocks", "kv_waste_slots",

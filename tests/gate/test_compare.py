@@ -90,6 +90,41 @@ def test_ten_times_slower_tail_never_passes():
     assert r.fails and r.verdict in ("regression", "inconclusive")
 
 
+def test_the_slowest_request_ten_times_slower_never_passes():
+    # the case: one request a run, which p99 (the second-slowest of 100) cannot see
+    base = noisy_doc(32)
+    cur = copy.deepcopy(base)
+    for lv in cur["levels"]:
+        measured = [r for r in lv["requests"] if not r["warmup"]]
+        scale_request(max(measured, key=lambda r: r["e2e_s"]), 10)
+    result = run(base, cur)
+    assert row(result, "c=1", "e2e_p99").verdict == "ok"
+    r = row(result, "c=1", "e2e_max")
+    assert r.verdict == "regression" and r.interval.low > 2.0  # beyond the +200% band
+    assert result.verdict == "regression"
+
+
+def test_one_runs_slowest_request_ten_times_slower_is_inconclusive_and_fails():
+    base = noisy_doc(33)
+    cur = copy.deepcopy(base)
+    first = cur["levels"][0]  # c=1, run 1 only
+    measured = [r for r in first["requests"] if not r["warmup"]]
+    scale_request(max(measured, key=lambda r: r["e2e_s"]), 10)
+    r = row(run(base, cur), "c=1", "e2e_max")
+    assert r.verdict == "inconclusive" and r.fails
+
+
+def test_same_code_max_rows_pass_within_their_band():
+    for i in range(5):
+        result = run(noisy_doc(200 + 2 * i), noisy_doc(201 + 2 * i))
+        assert all(r.verdict == "ok" for r in result.rows if r.metric.endswith("_max"))
+
+
+def test_max_with_too_few_samples_per_run_is_inconclusive():
+    r = row(run(noisy_doc(20, n=30), noisy_doc(21, n=30)), "c=1", "tpot_max")
+    assert r.verdict == "inconclusive" and "max needs >= 50 samples per run" in r.note
+
+
 def test_planted_speedup_is_improved_not_failing():
     result = run(noisy_doc(3), noisy_doc(4, tpot_factor=0.7))
     assert result.verdict == "pass"

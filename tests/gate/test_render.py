@@ -67,7 +67,7 @@ def _terminal(result, verbose: bool = False) -> list[str]:
 def test_terminal_table_says_not_measured_and_fails_when_required():
     lines = _terminal(_remote_result())
     assert "c=1   kv_peak_blocks        -               -   -    - not measured" in lines
-    assert lines[-1] == "regression: 21 checks, 13 decided, 15 passed, 6 failed, 0 inconclusive"
+    assert lines[-1] == "regression: 24 checks, 16 decided, 18 passed, 6 failed, 0 inconclusive"
     assert "FAIL c=1 kv_peak_blocks: not measured in the baseline and current result: a" \
         in lines
     assert not any(" steps " in line for line in lines)  # passing rows: only with --verbose
@@ -78,7 +78,7 @@ def test_terminal_table_says_not_measured_and_fails_when_required():
 def test_terminal_shows_failures_and_one_summary_line_by_default():
     base = noisy_doc(44)
     lines = _terminal(run(base, copy.deepcopy(base)))
-    assert lines == ["pass: 42 checks, 40 decided, 42 passed, 0 failed, 0 inconclusive"]
+    assert lines == ["pass: 48 checks, 46 decided, 48 passed, 0 failed, 0 inconclusive"]
     assert len(_terminal(run(base, copy.deepcopy(base)), verbose=True)) > 42
 
 
@@ -86,7 +86,7 @@ def test_terminal_table_optional_not_measured_passes():
     text = "\n".join(_terminal(_remote_result(optional=True), verbose=True))
     assert "not measured*" in text and "FAIL" not in text
     assert text.rstrip().endswith(
-        "pass: 21 checks, 13 decided, 21 passed, 0 failed, 0 inconclusive")
+        "pass: 24 checks, 16 decided, 24 passed, 0 failed, 0 inconclusive")
 
 
 def test_markdown_lists_not_measured_with_its_side():
