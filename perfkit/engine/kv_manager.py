@@ -56,7 +56,7 @@ class KVManager:
             self.pool.counters.misses += eligible - len(hits)
         for block in hits:
             self.pool.touch(block)
-        seq.block_ids = hits + [self.pool.allocate() for _ in range(need)]
+        seq.block_ids = hits + self.pool.allocate_many(need)
         seq.num_computed_tokens = num_hit_tokens
         seq.num_hashed_blocks = len(hits)
         if seq.num_preemptions == 0:
@@ -89,8 +89,8 @@ class KVManager:
             self.pool.counters.copy_on_writes += 1
             copies.append((old, new))
         total = cdiv(seq.num_computed_tokens + num_new_tokens, self.block_size)
-        while len(seq.block_ids) < total:
-            seq.block_ids.append(self.pool.allocate())
+        if len(seq.block_ids) < total:
+            seq.block_ids += self.pool.allocate_many(total - len(seq.block_ids))
         self.cache_scheduled(seq, num_new_tokens)
         return copies
 
@@ -101,9 +101,8 @@ class KVManager:
         num_full = (seq.num_computed_tokens + num_new_tokens) // self.block_size
         if not self.pool.enable_caching or num_full <= seq.num_hashed_blocks:
             return
-        hashes = self._full_hashes(seq)
-        for i in range(seq.num_hashed_blocks, num_full):
-            self.pool.cache(seq.block_ids[i], hashes[i])
+        first, hashes = seq.num_hashed_blocks, self._full_hashes(seq)
+        self.pool.cache_many(seq.block_ids[first:num_full], hashes[first:num_full])
         seq.num_hashed_blocks = num_full
 
     def cache_computed(self, seq: Sequence) -> None:

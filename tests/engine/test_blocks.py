@@ -5,6 +5,9 @@ from __future__ import annotations
 import subprocess
 import sys
 
+from hypothesis import given
+from hypothesis import strategies as st
+
 from perfkit.engine.blocks import BlockPool, hash_block, hash_blocks
 from perfkit.engine.kv_manager import KVManager
 from perfkit.engine.sequence import Sequence
@@ -28,6 +31,24 @@ def test_hash_chains_parent():
     b = hash_blocks([9, 2, 3, 4, 5, 6, 7, 8], 4)
     assert len(a) == 2 and a[1] != b[1]  # same second block, different parent
     assert a[1] == hash_block(a[0], [5, 6, 7, 8])
+
+
+def test_hash_values_are_pinned():
+    """The digests themselves (not only their chaining): cached hashes keep their meaning."""
+    assert [h.hex() for h in hash_blocks(list(range(1, 10)), 4)] == [
+        "93e085440feb4ed733491ce3a4ecfabd", "dc9c53e0e80994d8386f8c026eddd5cd"]
+
+
+@given(st.lists(st.integers(0, 2**40), max_size=40), st.integers(1, 6), st.integers(0, 8),
+       st.booleans())
+def test_hash_blocks_is_a_chain_of_hash_block(token_ids, block_size, start, with_parent):
+    """Packing a run at once hashes exactly as hash_block does block by block."""
+    parent = hash_block(None, [7]) if with_parent else None
+    expected, h = [], parent
+    for i in range(start, len(token_ids) // block_size):
+        h = hash_block(h, token_ids[i * block_size:(i + 1) * block_size])
+        expected.append(h)
+    assert hash_blocks(token_ids, block_size, start, parent) == expected
 
 
 def test_allocate_order_and_free_queue():

@@ -82,11 +82,20 @@ class PoolMachine(RuleBasedStateMachine):
 
     @invariant()
     def free_xor_referenced(self):
-        fresh, lru = self.pool._fresh, list(self.pool._lru)
-        assert len(fresh) == len(set(fresh)) and not set(fresh) & set(lru)
+        fresh, lru = self.pool._fresh, self.pool.cached_free_blocks()
+        assert len(fresh) == len(set(fresh)) and len(lru) == len(set(lru))
+        assert not set(fresh) & set(lru)
+        assert self.pool.num_cached_free_blocks == len(lru)
         for b in range(NUM_BLOCKS):
-            free = b in fresh or b in self.pool._lru
+            free = b in fresh or b in lru
             assert free == (self.pool.ref_count[b] == 0), b
+            assert (b in lru) == (free and self.pool.block_hash[b] is not None), b
+
+    @invariant()
+    def lru_queue_bounded(self):
+        """Stale entries (revived blocks) never pile up past the rebuild bound."""
+        assert len(self.pool._lru) <= 2 * NUM_BLOCKS + 1
+        assert sum(self.pool._num_queued) == len(self.pool._lru)
 
     @invariant()
     def refs_equal_table_references(self):
