@@ -15,7 +15,7 @@ request at t + 1 + DELAY, a rejection at t + DELAY.
 
 from __future__ import annotations
 
-from perfkit.fragmentation.jit import kernel
+from perfkit.fragmentation.jit import kernel, unowned
 
 NEVER = 1 << 62
 POOL, CAP, CLIENTS, DELAY = range(4)  # cfg
@@ -27,6 +27,7 @@ KV, SIZE, P, KEY, ARRIVAL, START, NF = range(7)  # req rows: kv_len, slots reser
  PEAK_INT, PEAK_EXT, PEAK_FREE, PEAK_STEP, PEAK_ALLOC, PEAK_SEQS, FINISHED, REJECTED,
  QMEM, QSEQS, NUM_SCALARS) = range(33)
 MASK = (1 << 32) - 1
+view = unowned(__name__)  # run's arrays without their owner (see jit.unowned)
 # gaps (float64): the running sum of 1 - largest hole / free over recorded steps, and at
 # the peak
 GAP_SUM, GAP_PEAK = range(2)
@@ -211,6 +212,8 @@ def record(req, wait, hs, hl, cfg, s, gaps, t_next):
 @kernel
 def run(req, wait, fin, hs, hl, cfg, s, gaps):
     """Replay until every request finished or was rejected."""
+    req, wait, fin, hs, hl = view(req), view(wait), view(fin), view(hs), view(hl)
+    cfg, s, gaps = view(cfg), view(s), view(gaps)
     n = s[NUM_REQ]
     s[T] = req[ARRIVAL] if n > 0 else 0  # request 0's
     while True:

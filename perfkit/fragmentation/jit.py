@@ -15,6 +15,7 @@ in `paged` and `contiguous`, which build the arrays and read the results.
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import os
 import sys
@@ -23,6 +24,7 @@ from types import ModuleType
 from typing import Any, Literal, TypeVar, cast
 
 F = TypeVar("F", bound=Callable[..., Any])
+A = TypeVar("A")
 NO_JIT_ENV = "PERFKIT_NO_JIT"
 PURE_SUFFIX = "_pure"  # module name suffix of the plain-Python copies
 
@@ -42,7 +44,8 @@ def kernel(fn: F) -> F:
     """Compile `fn` with numba unless its module is a pure copy, JIT is off or numba is
     missing; then `fn` itself runs. Every kernel function but the entry point (`run`) is
     inlined into its callers: a call between compiled functions costs a reference count
-    on every array it passes, which per step outweighs the step's own work."""
+    on every array it passes, which per step outweighs the step's own work (inlined
+    calls still count references on their copies: see `unowned`)."""
     if fn.__module__.endswith(PURE_SUFFIX) or jit_disabled() or numba_missing():
         return fn
     import numba
@@ -50,6 +53,43 @@ def kernel(fn: F) -> F:
     inline: Literal["never", "always"] = "never" if fn.__name__ == "run" else "always"
     # a Dispatcher called like fn (on the arrays the wrappers build)
     return cast(F, numba.njit(fn, cache=True, nogil=True, inline=inline))
+
+
+def _identity(arr: A) -> A:
+    return arr
+
+
+def unowned(module_name: str) -> Callable[[A], A]:
+    """For a kernel module's `run`: the identity as plain Python; compiled, a view of an
+    array without its owner (the same data, shape and strides, no meminfo). Every
+    inlined kernel call copies its array arguments, and numba counts a reference (an
+    atomic add and subtract) per copy: with an owner that was ~40% of a paged replay's
+    time, without one the count is a null check. Only for arrays the caller keeps
+    alive for the whole call and the kernel never replaces."""
+    if module_name.endswith(PURE_SUFFIX) or jit_disabled() or numba_missing():
+        return _identity
+    return cast(Callable[[A], A], _unowned_intrinsic())
+
+
+@functools.cache
+def _unowned_intrinsic() -> Callable[..., Any]:
+    from numba.core import cgutils, types
+    from numba.extending import intrinsic
+
+    @intrinsic
+    def unowned_view(typingctx: Any, arr: Any) -> Any:
+        if not isinstance(arr, types.Array):
+            return None
+
+        def codegen(context: Any, builder: Any, sig: Any, args: Any) -> Any:
+            view = cgutils.create_struct_proxy(arr)(context, builder, value=args[0])
+            view.meminfo = cgutils.get_null_value(view.meminfo.type)
+            view.parent = cgutils.get_null_value(view.parent.type)
+            return view._getvalue()
+
+        return arr(arr), codegen
+
+    return cast(Callable[..., Any], unowned_view)
 
 
 def pure(module: ModuleType) -> ModuleType:

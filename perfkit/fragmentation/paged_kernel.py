@@ -19,8 +19,10 @@ A step that scheduled a token is recorded after its finishes (`exact.account`).
 Layout: every array is int64 and flat, rows of fields: request i's field F is
 req[i * NF + F], queue slot k's q[k * NQ + Q], group g's grp[g * NG + G]. One array per
 kind, and no tuples of arrays: compiled, each array a function touches costs a reference
-count, so the step passes six of them, not thirty. One module: numba's cache tracks the
-source file of each compiled function, not of the functions it calls from other files.
+count, so the step passes six of them, not thirty (and `run` views them without their
+owner, `jit.unowned`, so a count is a null check, not an atomic add). One module: numba's
+cache tracks the source file of each compiled function, not of the functions it calls
+from other files.
 
 A request's table holds cdiv(comp, bs) blocks after a step, hit[i] of them a
 shared prefix it does not own. Shared prefixes (SHARED > 0: prefix caching) are whole
@@ -37,7 +39,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from perfkit.fragmentation.jit import kernel
+from perfkit.fragmentation.jit import kernel, unowned
 
 NEVER = 1 << 62  # a step no replay reaches: an arrival not yet assigned
 # cfg: the pool and the rules
@@ -57,9 +59,13 @@ GREF, GCACHED, LNEXT, LPREV, NG = range(5)
  SAVED, CACHED_FREE, ASSIGNED, LAST_MEM, LAST_CAP, NXT, NUM_REQ, NUM_GROUPS,
  STEPS, FINISHED, REJECTED, PREEMPTED, QMEM, QSEQS, PEAK_SEQS,
  SUM_USED, SUM_RES, SUM_INT, SUM_FREE, PEAK_USED, PEAK_RES, PEAK_INT, PEAK_FREE,
- PEAK_STEP, PEAK_OCC, SUM_SAVED, PEAK_SAVED, NTL, LAST_BUDGET, QBUDGET,
- NUM_SCALARS) = range(42)
+ PEAK_STEP, PEAK_OCC, SUM_SAVED, PEAK_SAVED, NTL, LAST_BUDGET, QBUDGET, COVERED,
+ FIN_HINT, NUM_SCALARS) = range(44)
+# COVERED: the step's budget lasted to RUN's last request, so SCH lists every request
+# running after it (always so far: only the newest has more than a token to compute; a
+# guard). FIN_HINT: `decode_fin` of the running requests as they are now; -1: not known.
 MASK = (1 << 32) - 1  # key & MASK = the request
+view = unowned(__name__)  # run's arrays without their owner: no atomic counts per call
 
 
 @kernel
@@ -211,8 +217,10 @@ def schedule_running(req, q, grp, cfg, s):
     schedule length are locals here, written back around each preemption: the hot loop.)"""
     bs = cfg[BS]
     left, free, nsch = s[LEFT], s[FREE], s[NSCH]
+    s[COVERED] = 1
     for k in range(s[NRUN]):
         if left == 0:
+            s[COVERED] = 0  # requests from k on get nothing: not in SCH
             break
         i = q[k * NQ + RUN]
         r = i * NF
@@ -325,28 +333,40 @@ def assign_next(req, cfg, s, at):
 @kernel
 def commit(req, q, grp, cfg, s):
     """The step's tokens are computed; a request at its last token samples one and
-    finishes at `final` tokens. Returns the requests that ran."""
+    finishes at `final` tokens. Returns the requests that ran.
+
+    When the step was COVERED, SCH is RUN's running requests in admission order, then
+    the admitted ones (a subsequence of RUN as `compact` leaves it): the same pass writes
+    the requests still running back to RUN and their `decode_fin` to FIN_HINT."""
     ran = added = 0
+    covered = s[COVERED] == 1
+    nrun, fin = 0, NEVER
     for k in range(s[NSCH]):
         i = q[k * NQ + SCH]
         r = i * NF
         num = req[r + SCHED]
-        if num == 0:  # preempted after it was scheduled
-            continue
-        req[r + SCHED] = 0
-        ran += 1
-        req[r + COMP] += num
-        added += num
-        if req[r + COMP] == req[r + NTOK]:
-            req[r + NTOK] += 1
-            if req[r + NTOK] >= req[r + FINAL]:
-                s[SUM_COMP] += added
-                added = 0
-                leave(req, grp, cfg, s, i, DONE)
-                s[FINISHED] += 1
-                assign_next(req, cfg, s, s[T] + 1 + cfg[DELAY])
+        if num > 0:  # else preempted after it was scheduled
+            req[r + SCHED] = 0
+            ran += 1
+            req[r + COMP] += num
+            added += num
+            if req[r + COMP] == req[r + NTOK]:
+                req[r + NTOK] += 1
+                if req[r + NTOK] >= req[r + FINAL]:
+                    s[SUM_COMP] += added
+                    added = 0
+                    leave(req, grp, cfg, s, i, DONE)
+                    s[FINISHED] += 1
+                    assign_next(req, cfg, s, s[T] + 1 + cfg[DELAY])
+        if covered and req[r + STAT] == RUNNING:
+            q[nrun * NQ + RUN] = i
+            nrun += 1
+            fin = min(fin, req[r + FINAL] - 2 - req[r + COMP]) \
+                if req[r + NTOK] - req[r + COMP] == 1 else 0
     s[SUM_COMP] += added
     s[NSCH] = 0
+    if covered:
+        s[NRUN], s[REMOVED], s[FIN_HINT] = nrun, 0, fin
     return ran
 
 
@@ -367,6 +387,7 @@ def compact(req, q, s):
 def step(req, q, grp, cfg, s):
     s[LEFT] = cfg[BUDGET]
     s[PREEMPTED_NOW] = 0
+    s[FIN_HINT] = -1
     schedule_running(req, q, grp, cfg, s)
     if s[PREEMPTED_NOW] == 0:
         schedule_waiting(req, q, grp, cfg, s)
@@ -402,6 +423,24 @@ def span_gain(req, q, cfg, s, j):
 
 
 @kernel
+def decode_fin(req, q, s):
+    """0 if a running request has more than one token to compute, else the fewest
+    decode-only steps before one finishes (step T + fin finishes it). Cached in
+    FIN_HINT: `commit` finds it in its pass, `fast_forward` moves it."""
+    if s[FIN_HINT] >= 0:
+        return s[FIN_HINT]
+    fin = NEVER
+    for k in range(s[NALIVE]):
+        r = q[k * NQ + RUN] * NF
+        if req[r + NTOK] - req[r + COMP] != 1:
+            fin = 0
+            break
+        fin = min(fin, req[r + FINAL] - 2 - req[r + COMP])
+    s[FIN_HINT] = fin
+    return fin
+
+
+@kernel
 def span_length(req, q, grp, cfg, s):
     """Steps from T on in which every running request decodes one token and nothing else
     happens: no finish, arrival, admission or preemption (their blocks fit). 0: step T
@@ -415,11 +454,7 @@ def span_length(req, q, grp, cfg, s):
     span = NEVER
     if s[NXT] < s[NUM_REQ]:
         span = req[s[NXT] * NF + ARRIVAL] - s[T]
-    for k in range(nrun):
-        r = q[k * NQ + RUN] * NF
-        if req[r + NTOK] - req[r + COMP] != 1:
-            return 0
-        span = min(span, req[r + FINAL] - 2 - req[r + COMP])  # step T + j finishes it
+    span = min(span, decode_fin(req, q, s))
     if span > 0 and nrun * (span // cfg[BS] + 1) <= s[FREE]:
         return span  # every request's blocks fit, whatever its phase: no pass to count them
     while span > 0 and span_gain(req, q, cfg, s, span) > s[FREE]:
@@ -506,6 +541,7 @@ def fast_forward(req, q, grp, cfg, s, span):
     if cfg[SHARED] > 0:
         group_evict(grp, cfg, s)
     s[T] += span
+    s[FIN_HINT] -= span  # span_length set it, >= span; every decoder is span tokens on
 
 
 # -- the loop ------------------------------------------------------------------------------------
@@ -555,7 +591,9 @@ def record(cfg, s, ran, tl):
 
 @kernel
 def run(req, q, grp, cfg, s, tl):
-    """Step until every request finished or was rejected; returns the timeline rows."""
+    """Step until every request finished or was rejected; returns the timeline rows
+    (tl keeps its owner: `record` may replace it)."""
+    req, q, grp, cfg, s = view(req), view(q), view(grp), view(cfg), view(s)
     n = s[NUM_REQ]
     s[T] = req[ARRIVAL] if n > 0 else 0  # request 0's
     while True:

@@ -16,8 +16,9 @@ size recommended is the largest whose waste is within WASTE_TOLERANCE of the
 least (`recommend`).
 
 Policies run in parallel processes (`jobs`, fork), each a pure function of the
-trace; with no shared prefix in the trace the prefix policy equals paged-<bs>
-and is not replayed twice.
+trace, slowest first (paged, small blocks); with no shared prefix in the trace the
+prefix policy equals paged-<bs> and is not replayed twice. Before they fork, a child
+draws the trace while this process loads the compiled kernels (`trace_and_kernels`).
 """
 
 from __future__ import annotations
@@ -48,6 +49,7 @@ from perfkit.fragmentation.types import Arrivals, PolicyResult, Trace
 
 GPU_UTILIZATION = 0.9  # share of device memory the server may use (vLLM's default)
 WASTE_TOLERANCE = 0.02  # block sizes within 2 points of the least waste count as tied
+OVERLAP_MAX_REQUESTS = 500_000  # a child draws the trace up to here (trace_and_kernels)
 CONTIGUOUS = {"reserve-max": reserve_max, "pow2": reserve_pow2, "oracle": reserve_exact}
 
 
@@ -187,13 +189,40 @@ def warm_kernels() -> None:
     simulate_contiguous(tiny, 8, reserve_exact, 1, "warm-up")
 
 
-def _run_jobs(jobs: list[Job], trace: Trace, num_procs: int) -> list[tuple[PolicyResult, float]]:
-    global _TRACE
-    if jobs and jobs[0].jit:
+def _can_fork() -> bool:
+    return "fork" in multiprocessing.get_all_start_methods()
+
+
+def trace_and_kernels(profile: Profile, cfg: FragConfig, num_procs: int) -> Trace:
+    """The profile's trace, with the compiled kernels loaded in this process for the
+    workers to inherit (`warm_kernels`). Neither needs the other and each is ~0.1 s at
+    100k requests (the kernels: mostly numba setting itself up, whatever the trace):
+    with more than one process, a forked child draws the trace while this one loads.
+    Sending the trace back (pickled, ~0.2 us a request) outweighs the load it hides
+    past OVERLAP_MAX_REQUESTS."""
+    args = (profile, cfg.num_requests, cfg.arrivals, cfg.step_s, cfg.clients)
+    if not cfg.jit:
+        return lengths_trace(*args)
+    if num_procs <= 1 or cfg.num_requests > OVERLAP_MAX_REQUESTS or not _can_fork():
+        trace = lengths_trace(*args)
         warm_kernels()
+        return trace
+    pool = ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("fork"))
+    try:
+        drawn = pool.submit(lengths_trace, *args)
+        warm_kernels()
+        return drawn.result()
+    finally:
+        pool.shutdown(wait=False)  # the child exits on its own once the trace is sent
+
+
+def _run_jobs(jobs: list[Job], trace: Trace, num_procs: int) -> list[tuple[PolicyResult, float]]:
+    """Each job's replay, in `num_procs` forked workers sharing `trace` (inherited, not
+    pickled) and the kernels loaded before (`trace_and_kernels`)."""
+    global _TRACE
     _TRACE = trace
     try:
-        if num_procs <= 1 or "fork" not in multiprocessing.get_all_start_methods():
+        if num_procs <= 1 or not _can_fork():
             return [_replay(job) for job in jobs]
         ctx = multiprocessing.get_context("fork")
         with ProcessPoolExecutor(max_workers=num_procs, mp_context=ctx) as pool:
@@ -205,9 +234,10 @@ def _run_jobs(jobs: list[Job], trace: Trace, num_procs: int) -> list[tuple[Polic
 def simulate(profile: Profile, budget: Budget, cfg: FragConfig) -> FragReport:
     """Replay every policy over the profile's trace (see module doc)."""
     start = time.perf_counter()
-    trace = lengths_trace(profile, cfg.num_requests, cfg.arrivals, cfg.step_s, cfg.clients)
+    procs = min(cfg.jobs, os.cpu_count() or 1)
+    trace = trace_and_kernels(profile, cfg, procs)
     jobs = _jobs(profile, budget, cfg, trace)
-    procs = min(cfg.jobs, len(jobs), os.cpu_count() or 1)
+    procs = min(procs, len(jobs))
     done = _run_jobs(jobs, trace, procs)
     results = {r.name: (r, s) for r, s in done}
     prefix_name = f"paged-{profile.engine.block_size}+prefix"
