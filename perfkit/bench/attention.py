@@ -48,8 +48,9 @@ def bench_attention(device: str = "cpu", repeats: int = 10, *, decode: Attention
                     prefill: AttentionShape = PREFILL) -> dict:
     """{"attention": decode result, "attention_prefill": prefill result}, each with paged_ms,
     dense_ms, ratio (paged / dense), achieved_gbps, copy_gbps, shape, backend. The "auto"
-    backend runs (on CUDA: the Triton kernel when triton imports); on CUDA the gather
-    backend's decode is measured beside it as "attention_gather"."""
+    backend runs (decode through the Triton kernel on CUDA when triton imports, the numba
+    kernel on CPU); on CUDA the gather backend's decode is measured beside it as
+    "attention_gather"."""
     dev = torch.device(device)
     copy = copy_gbps(dev, repeats)
     out = {

@@ -83,8 +83,9 @@ class EngineConfig:
     admission: Literal["full_prompt", "first_chunk"] = "full_prompt"
     prefix_caching: bool = True
     device: Literal["auto", "cpu", "cuda"] = "auto"
-    # auto: the Triton paged kernel for decode on CUDA when triton imports, else gather
-    attention_backend: Literal["auto", "gather", "triton", "flex"] = "auto"
+    # auto: decode through a paged kernel reading K/V in place, Triton on CUDA when triton
+    # imports, numba on CPU for float32 (engine/layers/cpu_decode.py); else gather
+    attention_backend: Literal["auto", "gather", "triton", "numba", "flex"] = "auto"
     sampling: Literal["greedy", "random"] = "greedy"
     seed: int = 0  # model weights and sampling
     cpu_threads: int = 0  # torch intra-op threads on CPU; 0 = torch's default (all cores)

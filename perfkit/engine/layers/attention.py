@@ -16,20 +16,24 @@ Decode: the G = num_heads // num_kv_heads query heads of a kv head are SDPA's G 
 expansion. Prefill: SDPA with enable_gqa (CPU) or the same grouping (CUDA, keeps the
 mem-efficient kernel usable with a mask), against a view of a bottom-right causal template.
 
-Backends: "gather" (above) everywhere; "triton" runs decode with the paged kernel of
-triton_decode.py, which reads K/V in place through the block table (prefill chunks still
-gather); "auto" picks triton on CUDA when triton imports, gather otherwise. FlexAttention was
-measured and not kept (see PagedAttention).
+Backends: "gather" (above) everywhere; "triton" (CUDA) and "numba" (CPU, float32) run decode
+with a paged kernel that reads K/V in place through the block table (triton_decode.py,
+cpu_decode.py; prefill chunks still gather); "auto" picks triton on CUDA when triton imports,
+numba on CPU for a float32 cache when numba compiles (not under PERFKIT_NO_JIT=1, where the
+kernel would run as plain Python), gather otherwise. FlexAttention was measured and not kept
+(see PagedAttention).
 """
 
 from __future__ import annotations
 
 import math
 import os
+from dataclasses import replace
 
 import torch
 import torch.nn.functional as F
 
+from perfkit.config.units import cdiv
 from perfkit.engine.layers.kv_cache import KVCache
 from perfkit.engine.layers.metadata import (
     AttentionMetadata,
@@ -38,11 +42,12 @@ from perfkit.engine.layers.metadata import (
     PrefillSeq,
 )
 from perfkit.engine.layers.workspace import AttentionWorkspace, make_workspace
+from perfkit.fragmentation.jit import jit_disabled, numba_missing
 
 __all__ = ["AttentionMetadata", "AttentionPlan", "AttentionWorkspace", "PagedAttention",
            "dense_reference"]
 
-BACKENDS = ("auto", "gather", "triton", "flex")
+BACKENDS = ("auto", "gather", "triton", "numba", "flex")
 FLEX_UNAVAILABLE = (
     "attention backend 'flex' is not available: FlexAttention over the paged cache, compiled on "
     "CPU (torch 2.13), measured 2-5x slower than gather+SDPA, needs ~10 s of compile per batch "
@@ -66,7 +71,7 @@ class PagedAttention:
         if num_heads % spec.num_kv_heads:
             raise ValueError(f"num_heads={num_heads} is not a multiple of "
                              f"num_kv_heads={spec.num_kv_heads}")
-        self.backend = _resolve_backend(backend, kv.device)
+        self.backend = _resolve_backend(backend, kv.device, kv.dtype)
         self.kv = kv
         self.num_heads = num_heads
         self.num_kv_heads = spec.num_kv_heads
@@ -83,6 +88,9 @@ class PagedAttention:
             raise ValueError(f"attention: workspace (block size {ws.block_size}, {ws.dtype}) "
                              f"does not match the cache (block size {spec.block_size}, "
                              f"{self.dtype})")
+        if self.backend == "numba":
+            self.workspace = _one_decode_group(ws)
+
 
     def forward(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, layer: int,
                 meta: AttentionMetadata, out: torch.Tensor | None = None) -> torch.Tensor:
@@ -125,6 +133,9 @@ class PagedAttention:
         if self.backend == "triton":
             self._decode_triton(q, k_cache, v_cache, g, out)
             return
+        if self.backend == "numba":
+            self._decode_numba(q, k_cache, v_cache, g, out)
+            return
         ws, kvh, d = self.workspace, self.num_kv_heads, self.head_dim
         keys = self._gather(k_cache, ws.k, g.block_ids).view(g.num_seqs, -1, kvh, d)
         vals = self._gather(v_cache, ws.v, g.block_ids).view(g.num_seqs, -1, kvh, d)
@@ -156,6 +167,20 @@ class PagedAttention:
         rows = torch.index_select(q, 0, g.token_idx, out=self.workspace.q[: g.num_seqs])
         o = paged_decode(rows, k_cache, v_cache, table, g.seq_lens, self.scale,
                          max_seq_len=g.kv_len)
+        out.index_copy_(0, g.token_idx, o)
+
+    def _decode_numba(self, q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
+                      g: DecodeGroup, out: torch.Tensor) -> None:
+        from perfkit.engine.layers import cpu_decode
+
+        table = g.block_ids.view(g.num_seqs, g.num_blocks)  # [g, blocks]
+        if g.token_start is not None:
+            cpu_decode.run(q.narrow(0, g.token_start, g.num_seqs), k_cache, v_cache, table,
+                           g.seq_lens, self.scale, out.narrow(0, g.token_start, g.num_seqs))
+            return
+        rows = torch.index_select(q, 0, g.token_idx, out=self.workspace.q[: g.num_seqs])
+        o = torch.empty_like(rows)
+        cpu_decode.run(rows, k_cache, v_cache, table, g.seq_lens, self.scale, o)
         out.index_copy_(0, g.token_idx, o)
 
     def _prefill(self, q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
@@ -201,11 +226,20 @@ class PagedAttention:
         out.unflatten(1, (kvh, grp)).copy_(o.view(kvh, n, grp, d).transpose(0, 1))
 
 
-def _resolve_backend(backend: str, device: torch.device) -> str:
-    """auto -> triton on CUDA when triton imports, else gather; triton asked for where it
-    cannot run is an error naming why."""
-    if backend == "gather" or (backend == "auto" and device.type != "cuda"):
-        return "gather"  # triton is not even imported (it takes a second)
+def _one_decode_group(ws: AttentionWorkspace) -> AttentionWorkspace:
+    """The same buffers, with a group budget that takes every decode sequence of a batch: a
+    kernel that reads K/V in place gathers nothing, so groups (sized for the gather copy to
+    stay in cache) would only split its call and its threads' work."""
+    return replace(ws, group_blocks=ws.max_num_seqs * cdiv(ws.max_model_len, ws.block_size))
+
+
+def _resolve_backend(backend: str, device: torch.device, dtype: torch.dtype) -> str:
+    """auto -> triton on CUDA when triton imports, numba on CPU for float32 when it compiles,
+    else gather; a kernel asked for where it cannot run is an error naming why."""
+    if backend == "gather":
+        return "gather"
+    if backend == "numba" or (backend == "auto" and device.type != "cuda"):
+        return _resolve_numba(backend, device, dtype)  # triton is not even imported (1 s)
     available = device.type == "cuda" or os.environ.get("TRITON_INTERPRET") == "1"
     try:
         import triton  # noqa: F401
@@ -218,6 +252,17 @@ def _resolve_backend(backend: str, device: torch.device) -> str:
                          "(or TRITON_INTERPRET=1 to run its kernel on CPU for tests); use "
                          "'gather' or 'auto'")
     return "triton"
+
+
+def _resolve_numba(backend: str, device: torch.device, dtype: torch.dtype) -> str:
+    """numba asked for runs even uncompiled (plain Python: tests); auto takes it compiled only."""
+    fits = device.type == "cpu" and dtype == torch.float32
+    if backend == "auto":
+        return "numba" if fits and not jit_disabled() and numba_missing() is None else "gather"
+    if not fits:
+        raise ValueError(f"attention backend 'numba' runs a float32 cache on CPU, not {dtype} "
+                         f"on {device.type}; use 'gather' or 'auto'")
+    return "numba"
 
 
 def dense_reference(q: torch.Tensor, k_ctx: list[torch.Tensor], v_ctx: list[torch.Tensor],

@@ -12,9 +12,14 @@ from perfkit.engine.kv_spec import KVSpec
 from perfkit.engine.layers.attention import AttentionMetadata, PagedAttention, dense_reference
 from perfkit.engine.layers.kv_cache import KVCache
 from perfkit.engine.layers.workspace import make_workspace
+from perfkit.fragmentation.jit import jit_disabled, numba_missing
 
 HEAD_DIM, BLOCK, NUM_BLOCKS, MAX_LEN, MAX_SEQS = 16, 4, 96, 64, 8
 CUDA = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+# decode gathered + SDPA, and read in place by the numba kernel (plain Python under
+# PERFKIT_NO_JIT=1); prefill chunks are gathered by both
+CPU_BACKENDS = ["gather", "numba"]
+AUTO_CPU = "gather" if jit_disabled() or numba_missing() else "numba"  # float32
 
 
 @dataclass
@@ -30,7 +35,7 @@ class Case:
 
 
 def make_case(rng: random.Random, specs: list[tuple[int, int]], ratio: int, *,
-              device: str = "cpu", dtype: torch.dtype = torch.float32,
+              device: str = "cpu", dtype: torch.dtype = torch.float32, backend: str = "auto",
               **ws_options: object) -> Case:
     """specs: (cached prefix, q_len) per sequence. Blocks are shuffled; prefixes are written
     through slots computed here, independently of AttentionMetadata."""
@@ -66,7 +71,7 @@ def make_case(rng: random.Random, specs: list[tuple[int, int]], ratio: int, *,
         start += q_len
     limits = dict(max_num_seqs=MAX_SEQS, max_model_len=MAX_LEN, max_num_batched_tokens=MAX_LEN)
     ws = make_workspace(spec, heads, device=dev, **limits, **ws_options)  # type: ignore[arg-type]
-    attn = PagedAttention(kv, heads, **limits, workspace=ws)
+    attn = PagedAttention(kv, heads, **limits, workspace=ws, backend=backend)
     meta = AttentionMetadata.build([q for _, q in specs], [p + q for p, q in specs], tables,
                                    BLOCK, dev)
     return Case(attn, kv, meta, q, k, v, k_ctx, v_ctx)
@@ -103,11 +108,13 @@ WORKSPACES = {
 }
 
 
+@pytest.mark.parametrize("backend", CPU_BACKENDS)
 @pytest.mark.parametrize("variant", list(WORKSPACES))
 @pytest.mark.parametrize("seed", range(12))
-def test_random_mixed_batches_match_dense(seed, variant):
+def test_random_mixed_batches_match_dense(seed, variant, backend):
     rng = random.Random(seed * 31 + len(variant))
-    case = make_case(rng, random_specs(rng), rng.choice([1, 2, 4]), **WORKSPACES[variant])
+    case = make_case(rng, random_specs(rng), rng.choice([1, 2, 4]), backend=backend,
+                     **WORKSPACES[variant])
     assert rel_error(case, run(case)) <= 1e-5
 
 
@@ -119,8 +126,10 @@ def test_random_mixed_batches_match_dense(seed, variant):
     [(0, 20)],  # first chunk of a prompt
     [(33, 9), (12, 1), (0, 7), (5, 1)],  # mixed: decode rows are not consecutive
 ], ids=["decode_equal", "decode_ragged", "prefill", "mixed"])
-def test_shapes_match_dense(specs, ratio, group_bytes):
-    case = make_case(random.Random(ratio), specs, ratio, group_bytes=group_bytes)
+@pytest.mark.parametrize("backend", CPU_BACKENDS)
+def test_shapes_match_dense(specs, ratio, group_bytes, backend):
+    case = make_case(random.Random(ratio), specs, ratio, backend=backend,
+                     group_bytes=group_bytes)
     assert rel_error(case, run(case)) <= 1e-5
 
 
@@ -145,13 +154,14 @@ def test_workspace_is_reused_not_grown():
     assert ws.nbytes() == nbytes
 
 
-def test_forward_takes_no_page_faults():
+@pytest.mark.parametrize("backend", CPU_BACKENDS)
+def test_forward_takes_no_page_faults(backend):
     # 8 seqs x 256 tokens x 4 kv heads x 64 dims, fp32: a fresh 4 MiB K+V gather per call
     # (k_cache[block_table]) would fault ~1,000 pages per forward
     heads, kvh, d, bs = 8, 4, 64, 16
     kv = KVCache(KVSpec(8 * 16, bs, 1, kvh, d), "cpu")
     attn = PagedAttention(kv, heads, max_num_seqs=8, max_model_len=256,
-                          max_num_batched_tokens=256)
+                          max_num_batched_tokens=256, backend=backend)
     tables = [list(range(i, 128, 8)) for i in range(8)]
     meta = AttentionMetadata.build([1] * 8, [256] * 8, tables, bs, "cpu", attn.workspace)
     q, k, v = torch.randn(8, heads, d), torch.randn(8, kvh, d), torch.randn(8, kvh, d)
@@ -218,8 +228,9 @@ def test_workspace_is_checked_against_the_cache_once_at_construction():
 def test_backends():
     kv = KVCache(KVSpec(8, 4, 1, 2, 16), "cpu")
     limits = dict(max_num_seqs=2, max_model_len=32, max_num_batched_tokens=32)
-    assert PagedAttention(kv, 4, **limits).backend == "gather"
+    assert PagedAttention(kv, 4, **limits).backend == AUTO_CPU
     assert PagedAttention(kv, 4, **limits, backend="gather").backend == "gather"
+    assert PagedAttention(kv, 4, **limits, backend="numba").backend == "numba"
     with pytest.raises(ValueError, match="not available"):
         PagedAttention(kv, 4, **limits, backend="flex")
     with pytest.raises(ValueError, match="unknown"):
@@ -234,7 +245,7 @@ def test_bench_attention_smoke():
         r = result[key]
         assert r["paged_ms"] > 0 and r["dense_ms"] > 0 and r["copy_gbps"] > 0
         assert r["ratio"] == pytest.approx(r["paged_ms"] / r["dense_ms"])
-        assert r["achieved_gbps"] > 0 and r["backend"] == "gather"
+        assert r["achieved_gbps"] > 0 and r["backend"] == AUTO_CPU
     assert result["attention_prefill"]["shape"]["q_len"] == 12
 
 

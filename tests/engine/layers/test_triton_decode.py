@@ -109,9 +109,11 @@ def test_paged_attention_with_the_triton_backend_matches_gather(seed):
     assert rel_error(case, out) <= 1e-5
 
 
-def test_auto_is_gather_on_cpu_and_triton_is_refused_where_it_cannot_run(monkeypatch):
-    assert _resolve_backend("auto", torch.device("cpu")) == "gather"
-    assert _resolve_backend("gather", torch.device("cpu")) == "gather"
+def test_auto_is_not_triton_on_cpu_and_triton_is_refused_where_it_cannot_run(monkeypatch):
+    cpu = torch.device("cpu")
+    assert _resolve_backend("auto", cpu, torch.bfloat16) == "gather"
+    assert _resolve_backend("auto", cpu, torch.float32) in ("gather", "numba")
+    assert _resolve_backend("gather", cpu, torch.float32) == "gather"
     monkeypatch.delenv("TRITON_INTERPRET")
     with pytest.raises(ValueError, match="needs a CUDA device"):
-        _resolve_backend("triton", torch.device("cpu"))
+        _resolve_backend("triton", cpu, torch.float32)
