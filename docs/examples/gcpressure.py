@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import sys
 import threading
+import time
 
 
 class Node:
@@ -20,14 +21,19 @@ class Node:
 
 
 def garbage() -> None:
-    """Cycles the reference counts cannot free: only the collector can."""
+    """Cycles the reference counts cannot free: only the collector can. In bursts with a
+    short sleep between them: a thread that never sleeps holds the GIL whenever it can,
+    and on an idle machine every GIL-releasing torch call of the engine then waits up to
+    the 5 ms switch interval to get it back (GIL contention, not GC: a step took ~0.5 s)."""
     keep: list[Node] = []
     while True:
-        a, b = Node(), Node()
-        a.other, b.other = b, a
-        keep.append(a)
+        for _ in range(1000):
+            a, b = Node(), Node()
+            a.other, b.other = b, a
+            keep.append(a)
         if len(keep) > 20_000:  # a large young heap: gen-2 passes have much to walk
             keep.clear()
+        time.sleep(0.0005)
 
 
 if __name__ == "__main__":
