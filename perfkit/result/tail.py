@@ -28,7 +28,9 @@ class TailGroup:
     which: str  # "tail" (>= p99) or "median" (p40..p60)
     threshold_s: float  # the metric's p99 (tail) or p50 (median)
     num_requests: int
-    window_s: float  # mean window per request (TTFT: arrival->first; TPOT: first->finish)
+    # mean window per request (TTFT: arrival->first); TPOT: first->finish per decode
+    # interval (the requests' mean TPOT), and its causes' seconds per decode interval too
+    window_s: float
     causes: list[TailCause] = field(default_factory=list)  # in CAUSES order
 
     def cause(self, name: str) -> TailCause:

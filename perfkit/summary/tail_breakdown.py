@@ -18,6 +18,7 @@ from __future__ import annotations
 from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Protocol
 
 from perfkit.records import RequestRecord
@@ -54,6 +55,17 @@ class Steps:
     start_s: list[float]
     end_s: list[float]
     prefill_seqs: list[int]  # sequences prefilling in the step
+
+    @cached_property
+    def decode_s(self) -> float:
+        """Median duration of the steps without a prefill chunk (0.0 when none ran)."""
+        plain = sorted(e - s for s, e, n in zip(self.start_s, self.end_s, self.prefill_seqs)
+                       if n == 0)
+        return plain[len(plain) // 2] if plain else 0.0
+
+    def excess(self, i: int) -> float:
+        """What step i took beyond a decode-only step: the time its prefill chunks cost."""
+        return max(0.0, self.end_s[i] - self.start_s[i] - self.decode_s)
 
     def inside(self, lo: float, hi: float) -> range:
         """Steps that start in [lo, hi) (a token is stamped before its step ends)."""
@@ -105,8 +117,7 @@ def _causes(rec: RequestRecord, metric: str, steps: Steps, lines: Timelines
         shared = [i for i in own if steps.prefill_seqs[i] > 1]
     else:
         shared = [i for i in steps.inside(lo, hi) if steps.prefill_seqs[i] > 0]
-    out["prefill_interference"] = (float(len(shared)),
-                                   sum(steps.end_s[i] - steps.start_s[i] for i in shared))
+    out["prefill_interference"] = (float(len(shared)), sum(steps.excess(i) for i in shared))
     out["preemption"] = (float(rec.num_preemptions), None)
     out["gc"] = tuple(map(float, lines.gc_in(lo, hi)))  # type: ignore[assignment]
     delay, faults = lines.rise(lines.run_delay_s, lo, hi), lines.rise(lines.faults, lo, hi)
@@ -122,16 +133,24 @@ def _group(recs: list[RequestRecord], metric: str, which: str, threshold: float,
     window = 0.0
     for rec in recs:
         lo, hi = _window(rec, metric) or (0.0, 0.0)
-        window += hi - lo
+        scale = _per_token(rec, hi - lo) if metric == "tpot" else 1.0
+        window += (hi - lo) * scale
         for cause, (count, secs) in _causes(rec, metric, steps, lines).items():
             sums[cause][0] += count
             if secs is not None:
-                sums[cause][1] += secs
+                sums[cause][1] += secs * scale
                 timed[cause] = True
     n = max(len(recs), 1)
     causes = [TailCause(c, sums[c][0] / n, sums[c][1] / n if timed[c] else None)
               for c in CAUSES]
     return TailGroup(metric, which, threshold, len(recs), window / n, causes)
+
+
+def _per_token(rec: RequestRecord, window_s: float) -> float:
+    """A TPOT window's seconds -> seconds per decode interval (its TPOT over its window):
+    a tail-TPOT request with few tokens can have a shorter window than a median one, so
+    TPOT groups compare per output token, not whole windows."""
+    return (rec.tpot_s or 0.0) / window_s if window_s > 0 else 0.0
 
 
 def _metric(rec: RequestRecord, metric: str) -> float | None:

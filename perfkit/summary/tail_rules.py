@@ -1,7 +1,8 @@
 """Why is p99 high: the cause that explains most of the tail requests' extra time.
 
 For TTFT and TPOT, at each in-process level with a tail breakdown (result/tail.py):
-the tail requests' mean window exceeds the median requests' by `extra`; each timed
+the tail requests' mean window (TPOT: per output token) exceeds the median requests' by
+`extra`; each timed
 cause explains `tail seconds - median seconds` of it. A cause dominates when it explains
 at least DOMINANT_SHARE of the extra time and fills at least MIN_WINDOW_SHARE of the
 tail's window. One finding per metric: the first level where a cause dominates, with the
@@ -21,7 +22,8 @@ from perfkit.result.tail import TailGroup, TailSection
 DOMINANT_SHARE = 0.6  # of the tail's extra time over the median requests
 MIN_WINDOW_SHARE = 0.2  # of the tail requests' window
 MIN_REQUESTS = 50  # measured requests in the level: fewer and "p99" is one or two requests
-MIN_EXTRA_S = 0.0005  # below this the tail is not slower than the median in any sense
+MIN_EXTRA_S = 0.0005  # TTFT: below this the tail is not slower than the median in any sense
+MIN_EXTRA_SHARE = 0.05  # TPOT (per output token): the tail at least 5% slower a token
 TAIL_WARN_RATIO = 2.0  # tail window / median window for a cause to be a warning
 TIMED = ("queue", "own_prefill", "prefill_interference", "gc", "run_queue")
 
@@ -45,10 +47,11 @@ FIXES = {
 def explained(tail: TailGroup, median: TailGroup) -> dict[str, float]:
     """Cause -> share of the tail's extra window time it explains (can be < 0 or > 1)."""
     extra = tail.window_s - median.window_s
+    least = MIN_EXTRA_S if tail.metric == "ttft" else MIN_EXTRA_SHARE * median.window_s
     out = {}
     for name in TIMED:
         t, m = tail.cause(name).seconds, median.cause(name).seconds
-        if t is not None and m is not None and extra > MIN_EXTRA_S:
+        if t is not None and m is not None and extra > least:
             out[name] = (t - m) / extra
     return out
 
@@ -90,11 +93,13 @@ def _message(metric: str, cause: str, lv: LevelResult, tail: TailGroup, median: 
                                     "prefill chunks",
             "gc": f"{c.count:.1f} GC pauses", "queue": "queue wait",
             "own_prefill": "their own prefill", "run_queue": "waiting for a CPU"}[cause]
+    per = " per output token" if metric == "tpot" else ""  # TPOT groups: per decode interval
     return (f"p99 {metric.upper()} at {lv.point.label} is mostly {cause.replace('_', ' ')}: "
-            f"the {tail.num_requests} tail requests spent {(c.seconds or 0) * 1e3:.1f} ms of "
-            f"their {tail.window_s * 1e3:.1f} ms in {what} (median requests "
-            f"{(median.cause(cause).seconds or 0) * 1e3:.1f} ms of {median.window_s * 1e3:.1f}"
-            f" ms); it explains {share:.0%} of the tail's extra time.")
+            f"the {tail.num_requests} tail requests spent {(c.seconds or 0) * 1e3:.2f} ms of "
+            f"their {tail.window_s * 1e3:.2f} ms{per} in {what} (median requests "
+            f"{(median.cause(cause).seconds or 0) * 1e3:.2f} ms of "
+            f"{median.window_s * 1e3:.2f} ms); it explains {share:.0%} of the tail's extra "
+            "time.")
 
 
 def serious(metric: str, tail: TailGroup, median: TailGroup, profile: Profile) -> bool:

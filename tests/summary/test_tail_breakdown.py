@@ -68,3 +68,26 @@ def test_a_tail_within_the_slo_is_info_and_beyond_it_a_warning():
 
     assert severity() == "info"  # p99 TPOT far inside the default 0.2 s target
     assert severity("slo.tpot_s=0.001") == "warning"
+
+
+def test_tpot_groups_compare_per_output_token_not_whole_windows() -> None:
+    # 99 median requests decode 40 tokens over 0.40 s (10 ms a token); the tail request
+    # decodes 3 tokens over 0.09 s (45 ms a token) inside a GC pause: its window is the
+    # shorter one, its TPOT 4.5x the median's. Whole windows said "no slower".
+    starts = [i * 0.01 for i in range(100)]
+    ends = [s + 0.009 for s in starts]
+    recs = [RequestRecord(i, arrival_s=0.0, prompt_tokens=4, output_tokens=41,
+                          first_token_s=0.01, finish_s=0.41 + i * 1e-5, scheduled_s=0.0)
+            for i in range(99)]
+    recs.append(RequestRecord(99, arrival_s=0.0, prompt_tokens=4, output_tokens=3,
+                              first_token_s=0.5, finish_s=0.59, scheduled_s=0.0))
+    probe = ProbeData(gc_start_s=[0.5], gc_end_s=[0.58])
+    sec = tail_section(recs, starts, ends, [0] * 100, probe, 0.0)
+    tail, median = sec.group("tpot", "tail"), sec.group("tpot", "median")
+    assert tail is not None and median is not None
+    assert tail.num_requests == 2  # nearest rank: request 99 and the slowest median one
+    assert abs(tail.window_s - (0.045 + 0.41 / 40) / 2) < 1e-3  # mean TPOT of the two
+    assert abs(median.window_s - 0.01) < 1e-4
+    assert abs(tail.cause("gc").seconds - 0.04 / 2) < 1e-9  # 80 ms over 2 intervals, 1 of 2
+    from perfkit.summary.tail_rules import dominant
+    assert dominant(tail, median) == "gc"
