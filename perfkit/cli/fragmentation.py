@@ -143,9 +143,9 @@ def fragmentation(
     """Replay the profile's requests through contiguous and paged KV allocation on one
     memory budget: token states, reserved, internal and external fragmentation, free."""
     # imported here: the replays (and the engine, for --live) load only when they run
-    from perfkit.fragmentation.jit import numba_missing
     from perfkit.fragmentation.policies import FragConfig, kv_budget, simulate
     from perfkit.fragmentation.render import render, to_dict, write_json
+    from perfkit.jit import numba_missing
 
     _check(simulate_, live_, requests, step_ms, jobs, gpu, arrivals, json_out, force)
     _check_loop(arrivals, concurrency, live_)

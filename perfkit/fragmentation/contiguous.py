@@ -24,8 +24,8 @@ from collections.abc import Callable
 
 import numpy as np
 
+from perfkit import jit
 from perfkit.fragmentation import contiguous_kernel as ck
-from perfkit.fragmentation import jit
 from perfkit.fragmentation.types import PolicyResult, Slots, Trace
 
 Reserve = Callable[[int, int], int]  # (kv_len, max_model_len) -> slots reserved

@@ -15,7 +15,7 @@ request at t + 1 + DELAY, a rejection at t + DELAY.
 
 from __future__ import annotations
 
-from perfkit.fragmentation.jit import kernel, unowned
+from perfkit.jit import kernel, unowned
 
 NEVER = 1 << 62
 POOL, CAP, CLIENTS, DELAY = range(4)  # cfg

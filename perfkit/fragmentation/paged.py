@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from perfkit.fragmentation import jit
+from perfkit import jit
 from perfkit.fragmentation import paged_kernel as pk
 from perfkit.fragmentation.types import PolicyResult, Slots, Trace
 

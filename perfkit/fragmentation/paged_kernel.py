@@ -39,7 +39,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from perfkit.fragmentation.jit import kernel, unowned
+from perfkit.jit import kernel, unowned
 
 NEVER = 1 << 62  # a step no replay reaches: an arrival not yet assigned
 # cfg: the pool and the rules

@@ -7,8 +7,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from perfkit import jit
 from perfkit.config.profile import Overrides, load_profile
-from perfkit.fragmentation import jit, paged_kernel
+from perfkit.fragmentation import paged_kernel
 from perfkit.fragmentation.paged import simulate_paged
 from perfkit.fragmentation.policies import FragConfig, trace_and_kernels
 from perfkit.fragmentation.trace import lengths_trace

@@ -9,8 +9,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from perfkit import jit
 from perfkit.config.profile import Overrides, load_profile
-from perfkit.fragmentation import contiguous_kernel, jit
+from perfkit.fragmentation import contiguous_kernel
 from perfkit.fragmentation.contiguous import (
     reserve_exact,
     reserve_max,

@@ -42,7 +42,7 @@ from perfkit.engine.layers.metadata import (
     PrefillSeq,
 )
 from perfkit.engine.layers.workspace import AttentionWorkspace, make_workspace
-from perfkit.fragmentation.jit import jit_disabled, numba_missing
+from perfkit.jit import jit_disabled, numba_missing
 
 __all__ = ["AttentionMetadata", "AttentionPlan", "AttentionWorkspace", "PagedAttention",
            "dense_reference"]

@@ -39,7 +39,7 @@ from typing import Any, TypeVar, cast
 import numpy as np
 import torch
 
-from perfkit.fragmentation.jit import PURE_SUFFIX, jit_disabled, numba_missing
+from perfkit.jit import PURE_SUFFIX, jit_disabled, numba_missing
 
 F = TypeVar("F", bound=Callable[..., Any])
 UNROLL = 4  # tokens per pass of the inner loops

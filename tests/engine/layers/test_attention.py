@@ -12,7 +12,7 @@ from perfkit.engine.kv_spec import KVSpec
 from perfkit.engine.layers.attention import AttentionMetadata, PagedAttention, dense_reference
 from perfkit.engine.layers.kv_cache import KVCache
 from perfkit.engine.layers.workspace import make_workspace
-from perfkit.fragmentation.jit import jit_disabled, numba_missing
+from perfkit.jit import jit_disabled, numba_missing
 
 HEAD_DIM, BLOCK, NUM_BLOCKS, MAX_LEN, MAX_SEQS = 16, 4, 96, 64, 8
 CUDA = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")

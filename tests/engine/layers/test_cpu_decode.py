@@ -14,7 +14,7 @@ from perfkit.config.profile import Overrides, load_profile
 from perfkit.engine.engine import Engine
 from perfkit.engine.layers import cpu_decode
 from perfkit.engine.layers.attention import PagedAttention, _resolve_backend, dense_reference
-from perfkit.fragmentation.jit import jit_disabled, numba_missing, pure
+from perfkit.jit import jit_disabled, numba_missing, pure
 from perfkit.workload import generate
 
 COMPILED = not jit_disabled() and numba_missing() is None

@@ -1,4 +1,6 @@
-"""The replay kernels compiled with numba, or run as plain Python.
+"""Kernels compiled with numba, or run as plain Python: the fragmentation replays'
+(fragmentation/paged_kernel.py, contiguous_kernel.py) and the CPU paged decode
+(engine/layers/cpu_decode.py). Only the standard library here, so every floor may use it.
 
 A kernel module (`paged_kernel`, `contiguous_kernel`) is plain Python over int64 arrays
 and scalars: no objects, no dicts, so numba compiles it whole (`nopython`). Its functions
