@@ -156,3 +156,14 @@ def test_a_non_python_command_has_no_python_stacks(cli, tmp_path):
                                   ["sweep", "--requests", "abc"], ["report"]])
 def test_click_usage_errors_are_one_line(cli, args):
     one_line_error(cli(*args), "--help")
+
+
+@pytest.mark.parametrize(("sets", "needle"), [
+    (("engine.attention_backend=numba", "engine.device=cpu", "model.dtype=bfloat16"),
+     "'numba' runs a float32 cache on CPU"),
+    (("engine.attention_backend=triton", "engine.device=cpu"), "'triton' needs a CUDA device"),
+])
+def test_an_attention_kernel_that_cannot_run_here_is_one_line(cli, sets, needle, monkeypatch):
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    args = [x for s in sets for x in ("--set", s)]
+    one_line_error(cli("sweep", "--requests", "4", "--concurrency", "1", *args), needle)

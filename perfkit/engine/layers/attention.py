@@ -42,6 +42,7 @@ from perfkit.engine.layers.metadata import (
     PrefillSeq,
 )
 from perfkit.engine.layers.workspace import AttentionWorkspace, make_workspace
+from perfkit.errors import PerfkitError
 from perfkit.jit import jit_disabled, numba_missing
 
 __all__ = ["AttentionMetadata", "AttentionPlan", "AttentionWorkspace", "PagedAttention",
@@ -248,9 +249,9 @@ def _resolve_backend(backend: str, device: torch.device, dtype: torch.dtype) -> 
     if backend == "auto":
         return "triton" if available and device.type == "cuda" else "gather"
     if not available:
-        raise ValueError("attention backend 'triton' needs a CUDA device and the triton package "
-                         "(or TRITON_INTERPRET=1 to run its kernel on CPU for tests); use "
-                         "'gather' or 'auto'")
+        raise PerfkitError("engine.attention_backend: 'triton' needs a CUDA device and the "
+                           "triton package (or TRITON_INTERPRET=1 to run its kernel on CPU for "
+                           "tests); use 'gather' or 'auto'")
     return "triton"
 
 
@@ -260,8 +261,8 @@ def _resolve_numba(backend: str, device: torch.device, dtype: torch.dtype) -> st
     if backend == "auto":
         return "numba" if fits and not jit_disabled() and numba_missing() is None else "gather"
     if not fits:
-        raise ValueError(f"attention backend 'numba' runs a float32 cache on CPU, not {dtype} "
-                         f"on {device.type}; use 'gather' or 'auto'")
+        raise PerfkitError(f"engine.attention_backend: 'numba' runs a float32 cache on CPU, "
+                           f"not {dtype} on {device.type}; use 'gather' or 'auto'")
     return "numba"
 
 
