@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import os
 import resource
+import threading
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -252,7 +253,6 @@ class ThreadWaits:
 
     @classmethod
     def open(cls) -> ThreadWaits | None:
-        import threading
         path = f"{_TASK_DIR}/{threading.get_native_id()}/schedstat"
         try:
             waits = cls(os.open(path, os.O_RDONLY))

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from perfkit import clock
+from perfkit.measure.proc import ThreadWaits
 
 MAX_PAUSES = 200_000  # gen-0 collections under heavy allocation: bounded memory
 
@@ -35,19 +36,6 @@ class ProbeData:
     run_delay_s: list[float] = field(default_factory=list)  # cumulative, engine thread
     faults: list[int] = field(default_factory=list)  # cumulative, whole process
     counters_reason: str = ""  # why the tick lists are empty; "" when they are not
-
-
-def _schedstat_path() -> str:
-    return f"/proc/self/task/{threading.get_native_id()}/schedstat"
-
-
-def read_run_delay_s(path: str) -> float | None:
-    """Second field of schedstat: nanoseconds spent runnable, waiting for a CPU."""
-    try:
-        with open(path, encoding="ascii") as f:
-            return int(f.read().split()[1]) / 1e9
-    except (OSError, IndexError, ValueError):
-        return None
 
 
 def read_faults(path: str = "/proc/self/stat") -> int | None:
@@ -69,12 +57,12 @@ class TailProbe:
         self._pending: float | None = None
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self._sched = ""
+        self._waits: ThreadWaits | None = None  # the engine thread's run-queue wait
 
     def start(self) -> None:
         self.data = ProbeData()
-        self._sched = _schedstat_path()  # the caller's thread: the one that steps the engine
-        if read_run_delay_s(self._sched) is None or read_faults() is None:
+        self._waits = ThreadWaits.open()  # the caller's thread: the one that steps the engine
+        if self._waits is None or read_faults() is None:
             self.data.counters_reason = "no /proc schedstat or stat on this machine"
         else:
             self._stop.clear()
@@ -91,6 +79,9 @@ class TailProbe:
             self._thread.join()
             self._thread = None
             self._tick()
+        if self._waits is not None:
+            self._waits.close()
+            self._waits = None
         return self.data
 
     def _run(self) -> None:
@@ -100,7 +91,8 @@ class TailProbe:
                 return
 
     def _tick(self) -> None:
-        delay, faults = read_run_delay_s(self._sched), read_faults()
+        delay = self._waits() if self._waits is not None else None
+        faults = read_faults()
         if delay is None or faults is None:
             return
         d = self.data
