@@ -48,13 +48,23 @@ def kernel(fn: F) -> F:
     inlined into its callers: a call between compiled functions costs a reference count
     on every array it passes, which per step outweighs the step's own work (inlined
     calls still count references on their copies: see `unowned`)."""
-    if fn.__module__.endswith(PURE_SUFFIX) or jit_disabled() or numba_missing():
-        return fn
-    import numba
+    return kernel_with(entry=fn.__name__ == "run")(fn)
 
-    inline: Literal["never", "always"] = "never" if fn.__name__ == "run" else "always"
-    # a Dispatcher called like fn (on the arrays the wrappers build)
-    return cast(F, numba.njit(fn, cache=True, nogil=True, inline=inline))
+
+def kernel_with(entry: bool = False, **options: Any) -> Callable[[F], F]:
+    """`kernel` for an entry point named otherwise (`entry`: never inlined) and with more
+    numba options (fastmath, parallel: engine/layers/cpu_decode.py)."""
+
+    def wrap(fn: F) -> F:
+        if fn.__module__.endswith(PURE_SUFFIX) or jit_disabled() or numba_missing():
+            return fn
+        import numba
+
+        inline: Literal["never", "always"] = "never" if entry else "always"
+        # a Dispatcher called like fn (on the arrays the wrappers build)
+        return cast(F, numba.njit(fn, cache=True, nogil=True, inline=inline, **options))
+
+    return wrap
 
 
 def _identity(arr: A) -> A:

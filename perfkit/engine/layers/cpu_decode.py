@@ -34,12 +34,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import Any, TypeVar, cast
+from typing import Any, TypeVar
 
 import numpy as np
 import torch
 
-from perfkit.jit import PURE_SUFFIX, jit_disabled, numba_missing
+from perfkit.jit import kernel_with
 
 F = TypeVar("F", bound=Callable[..., Any])
 UNROLL = 4  # tokens per pass of the inner loops
@@ -53,19 +53,10 @@ except ImportError:  # plain Python then
 
 
 def _kernel(parallel: bool = False, entry: bool = False) -> Callable[[F], F]:
-    """numba.njit(fastmath) unless this is the pure copy, JIT is off or numba is missing.
-    Helpers are inlined into the entry points (a call between compiled functions costs a
-    reference count on every array it passes)."""
-
-    def wrap(fn: F) -> F:
-        if fn.__module__.endswith(PURE_SUFFIX) or jit_disabled() or numba_missing():
-            return fn
-        import numba
-
-        return cast(F, numba.njit(fn, fastmath=FASTMATH, cache=True, nogil=True,
-                                  parallel=parallel, inline="never" if entry else "always"))
-
-    return wrap
+    """perfkit.jit's kernel with fastmath (and prange when `parallel`). Helpers are inlined
+    into the entry points (a call between compiled functions costs a reference count on
+    every array it passes)."""
+    return kernel_with(entry=entry, fastmath=FASTMATH, parallel=parallel)
 
 
 @_kernel()
@@ -225,10 +216,13 @@ def run(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, table: to
     when torch runs more than one intra-op thread, with as many (at most numba's)."""
     threads = torch.get_num_threads()
     kernel = decode_parallel if threads > 1 and q.shape[0] > 1 else decode_serial
-    if kernel is decode_parallel and not numba_missing() and not jit_disabled():
+    if kernel is decode_parallel and _COMPILED:
         _set_numba_threads(threads)
     kernel(q.numpy(), k_cache.numpy(), v_cache.numpy(), table.numpy(), seq_lens.numpy(),
            np.float32(scale), out.numpy())
+
+
+_COMPILED = hasattr(decode_parallel, "py_func")  # a numba Dispatcher, not this module's source
 
 
 def _set_numba_threads(threads: int) -> None:
