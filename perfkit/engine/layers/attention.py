@@ -92,7 +92,6 @@ class PagedAttention:
         if self.backend == "numba":
             self.workspace = _one_decode_group(ws)
 
-
     def forward(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, layer: int,
                 meta: AttentionMetadata, out: torch.Tensor | None = None) -> torch.Tensor:
         """q: [T, num_heads, head_dim]; k, v: [T, num_kv_heads, head_dim] (new tokens, RoPE'd).
@@ -131,11 +130,8 @@ class PagedAttention:
 
     def _decode(self, q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
                 g: DecodeGroup, out: torch.Tensor) -> None:
-        if self.backend == "triton":
-            self._decode_triton(q, k_cache, v_cache, g, out)
-            return
-        if self.backend == "numba":
-            self._decode_numba(q, k_cache, v_cache, g, out)
+        if self.backend in ("triton", "numba"):
+            self._decode_in_place(q, k_cache, v_cache, g, out)
             return
         ws, kvh, d = self.workspace, self.num_kv_heads, self.head_dim
         keys = self._gather(k_cache, ws.k, g.block_ids).view(g.num_seqs, -1, kvh, d)
@@ -155,34 +151,29 @@ class PagedAttention:
         else:
             out.index_copy_(0, g.token_idx, o)
 
-    def _decode_triton(self, q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
-                       g: DecodeGroup, out: torch.Tensor) -> None:
-        from perfkit.engine.layers.triton_decode import paged_decode
-
+    def _decode_in_place(self, q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
+                         g: DecodeGroup, out: torch.Tensor) -> None:
+        """Decode through a kernel that reads K/V via the block table (triton on CUDA, numba
+        on CPU): the group's query rows [g, h, d] are a slice of q when consecutive, else
+        gathered into the workspace, and their output is scattered back."""
         table = g.block_ids.view(g.num_seqs, g.num_blocks)  # [g, blocks]
         if g.token_start is not None:
-            paged_decode(q.narrow(0, g.token_start, g.num_seqs), k_cache, v_cache, table,
-                         g.seq_lens, self.scale, out=out.narrow(0, g.token_start, g.num_seqs),
-                         max_seq_len=g.kv_len)
-            return
-        rows = torch.index_select(q, 0, g.token_idx, out=self.workspace.q[: g.num_seqs])
-        o = paged_decode(rows, k_cache, v_cache, table, g.seq_lens, self.scale,
-                         max_seq_len=g.kv_len)
-        out.index_copy_(0, g.token_idx, o)
+            rows = q.narrow(0, g.token_start, g.num_seqs)
+            o = out.narrow(0, g.token_start, g.num_seqs)
+        else:
+            rows = torch.index_select(q, 0, g.token_idx, out=self.workspace.q[: g.num_seqs])
+            o = torch.empty_like(rows)
+        if self.backend == "triton":
+            from perfkit.engine.layers.triton_decode import paged_decode
 
-    def _decode_numba(self, q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
-                      g: DecodeGroup, out: torch.Tensor) -> None:
-        from perfkit.engine.layers import cpu_decode
+            paged_decode(rows, k_cache, v_cache, table, g.seq_lens, self.scale, out=o,
+                         max_seq_len=g.kv_len)
+        else:
+            from perfkit.engine.layers import cpu_decode
 
-        table = g.block_ids.view(g.num_seqs, g.num_blocks)  # [g, blocks]
-        if g.token_start is not None:
-            cpu_decode.run(q.narrow(0, g.token_start, g.num_seqs), k_cache, v_cache, table,
-                           g.seq_lens, self.scale, out.narrow(0, g.token_start, g.num_seqs))
-            return
-        rows = torch.index_select(q, 0, g.token_idx, out=self.workspace.q[: g.num_seqs])
-        o = torch.empty_like(rows)
-        cpu_decode.run(rows, k_cache, v_cache, table, g.seq_lens, self.scale, o)
-        out.index_copy_(0, g.token_idx, o)
+            cpu_decode.run(rows, k_cache, v_cache, table, g.seq_lens, self.scale, o)
+        if g.token_start is None:
+            out.index_copy_(0, g.token_idx, o)
 
     def _prefill(self, q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
                  s: PrefillSeq, out: torch.Tensor) -> None:
