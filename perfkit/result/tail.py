@@ -32,6 +32,12 @@ class TailGroup:
     # interval (the requests' mean TPOT), and its causes' seconds per decode interval too
     window_s: float
     causes: list[TailCause] = field(default_factory=list)  # in CAUSES order
+    # mean steps per request in the window: TTFT its own prefill steps (scheduled ->
+    # first token), TPOT its decode steps (first token -> finish)
+    steps: float = 0.0
+    # requests of the group that arrived at the level's start: before any request of the
+    # level finished (a closed loop's first `concurrency` arrivals, all at once)
+    at_start: int = 0
 
     def cause(self, name: str) -> TailCause:
         return next(c for c in self.causes if c.cause == name)

@@ -127,14 +127,16 @@ def _causes(rec: RequestRecord, metric: str, steps: Steps, lines: Timelines
 
 
 def _group(recs: list[RequestRecord], metric: str, which: str, threshold: float,
-           steps: Steps, lines: Timelines) -> TailGroup:
+           steps: Steps, lines: Timelines, start_end_s: float) -> TailGroup:
     sums = {c: [0.0, 0.0] for c in CAUSES}
     timed = {c: False for c in CAUSES}
-    window = 0.0
+    window, in_window = 0.0, 0
     for rec in recs:
         lo, hi = _window(rec, metric) or (0.0, 0.0)
         scale = _per_token(rec, hi - lo) if metric == "tpot" else 1.0
         window += (hi - lo) * scale
+        first = rec.scheduled_s if metric == "ttft" and rec.scheduled_s is not None else lo
+        in_window += len(steps.inside(first, hi))
         for cause, (count, secs) in _causes(rec, metric, steps, lines).items():
             sums[cause][0] += count
             if secs is not None:
@@ -143,7 +145,9 @@ def _group(recs: list[RequestRecord], metric: str, which: str, threshold: float,
     n = max(len(recs), 1)
     causes = [TailCause(c, sums[c][0] / n, sums[c][1] / n if timed[c] else None)
               for c in CAUSES]
-    return TailGroup(metric, which, threshold, len(recs), window / n, causes)
+    at_start = sum(1 for r in recs if r.arrival_s < start_end_s)
+    return TailGroup(metric, which, threshold, len(recs), window / n, causes,
+                     steps=in_window / n, at_start=at_start)
 
 
 def _per_token(rec: RequestRecord, window_s: float) -> float:
@@ -157,10 +161,20 @@ def _metric(rec: RequestRecord, metric: str) -> float | None:
     return rec.ttft_s if metric == "ttft" else rec.tpot_s
 
 
+def _start_end(records: list[RequestRecord], measured: list[RequestRecord]) -> float:
+    """The measured phase's start ends at its first finish (a warm-up one still running
+    counts): until then no arrival was paced by a finish, and a closed loop's first
+    arrivals came all at once (the warm-up requests have finished before it)."""
+    first = min((r.arrival_s for r in measured), default=0.0)
+    return min((r.finish_s for r in records if r.finish_s is not None and r.finish_s > first),
+               default=first)
+
+
 def request_groups(records: list[RequestRecord], steps: Steps, lines: Timelines
                    ) -> list[TailGroup]:
     groups = []
     measured = [r for r in records if not r.warmup and r.completed]
+    start_end = _start_end(records, measured)
     for metric in ("ttft", "tpot"):
         pairs = [(v, r) for r in measured if (v := _metric(r, metric)) is not None]
         if not pairs:
@@ -169,8 +183,9 @@ def request_groups(records: list[RequestRecord], steps: Steps, lines: Timelines
         p99, lo, hi = (quantile(values, q) for q in (TAIL_Q, MEDIAN_LO, MEDIAN_HI))
         tail = [r for v, r in pairs if v >= p99]
         median = [r for v, r in pairs if lo <= v <= hi]
-        groups.append(_group(tail, metric, "tail", p99, steps, lines))
-        groups.append(_group(median, metric, "median", quantile(values, 0.5), steps, lines))
+        groups.append(_group(tail, metric, "tail", p99, steps, lines, start_end))
+        groups.append(_group(median, metric, "median", quantile(values, 0.5), steps, lines,
+                             start_end))
     return groups
 
 
