@@ -2,11 +2,17 @@
 
 For TTFT and TPOT, at each in-process level with a tail breakdown (result/tail.py):
 the tail requests' mean window (TPOT: per output token) exceeds the median requests' by
-`extra`; each timed
-cause explains `tail seconds - median seconds` of it. A cause dominates when it explains
-at least DOMINANT_SHARE of the extra time and fills at least MIN_WINDOW_SHARE of the
-tail's window. One finding per metric: the first level where a cause dominates, with the
-evidence; where none does, one info finding with the measured shares (largest level).
+`extra`; each timed cause explains `tail seconds - median seconds` of it. A cause dominates
+when it explains at least DOMINANT_SHARE of the extra time and the tail is mostly that
+cause: it fills more than MOSTLY of the tail's window, or (prefill interference, a per-step
+cause) it is in more than PERVASIVE of the tail's steps. A tail cause that is a share of a
+few steps (a clean run: 18-35% of the tail's decode steps carry a 256-token chunk) is
+reported with the shares, not named. Queue wait that only the level's start saw (most tail
+requests arrived before any request finished, when a closed loop's first arrivals come at
+once, and the median requests queue under START_QUEUE of the tail's wait) is the start's
+burst, not a steady-state queue: not named either.
+One finding per metric: the first level where a cause dominates, with the evidence; where
+none does, one info finding with the measured shares (largest level).
 A dominant cause is a warning only when the tail matters: the tail requests take at least
 TAIL_WARN_RATIO times the median's window, and p99 is beyond the profile's SLO target for
 the metric (when one is set); otherwise the same finding is info.
@@ -20,16 +26,22 @@ from perfkit.result.sweep import Finding
 from perfkit.result.tail import TailGroup, TailSection
 
 DOMINANT_SHARE = 0.6  # of the tail's extra time over the median requests
-MIN_WINDOW_SHARE = 0.2  # of the tail requests' window
+MOSTLY = 0.5  # of the tail requests' window: "mostly X" is more than half of it
+PERVASIVE = 0.5  # of the tail requests' steps (prefill interference)
+START_QUEUE = 0.1  # median queue wait under this share of the tail's: the start's burst
 MIN_REQUESTS = 50  # measured requests in the level: fewer and "p99" is one or two requests
 MIN_EXTRA_S = 0.0005  # TTFT: below this the tail is not slower than the median in any sense
 MIN_EXTRA_SHARE = 0.05  # TPOT (per output token): the tail at least 5% slower a token
 TAIL_WARN_RATIO = 2.0  # tail window / median window for a cause to be a warning
 TIMED = ("queue", "own_prefill", "prefill_interference", "gc", "run_queue")
+ROOTS = ("gc", "run_queue", "prefill_interference")  # overlap the phases
+PHASES = ("queue", "own_prefill")
 
 FIXES = {
-    "queue": "The tail waited in the queue: the level is past what the engine serves; lower "
-             "the load or raise engine.max_num_seqs (and the KV pool) to admit more.",
+    "queue": "The tail waited in the queue: the level is past what the engine serves at "
+             "these settings; lower the load, or raise engine.max_num_seqs (and the KV pool) "
+             "to admit more, or engine.max_num_batched_tokens where the token budget limits "
+             "admission (the token_budget finding says so).",
     "own_prefill": "The tail requests' own prefill is long: long prompts; enable prefix "
                    "caching for shared prefixes or raise engine.max_num_batched_tokens.",
     "prefill_interference": "Decode steps carry other requests' prefill chunks: tune "
@@ -57,13 +69,39 @@ def explained(tail: TailGroup, median: TailGroup) -> dict[str, float]:
 
 
 def dominant(tail: TailGroup, median: TailGroup) -> str | None:
+    """The cause to name, or None. A root cause (something that stretched the steps) goes
+    before a phase (queue, own prefill: where the TTFT window went, a partition of it): a
+    GC pause inside a tail request's own prefill makes both explain its extra time."""
     shares = explained(tail, median)
-    if not shares:
-        return None
-    name = max(shares, key=lambda c: shares[c])
-    secs = tail.cause(name).seconds or 0.0
-    ok = shares[name] >= DOMINANT_SHARE and secs >= MIN_WINDOW_SHARE * tail.window_s
-    return name if ok else None
+
+    def ok(name: str) -> bool:
+        return shares[name] >= DOMINANT_SHARE \
+            and (_mostly(tail, name) or _pervasive(tail, name)) \
+            and not (name == "queue" and start_burst(tail, median))
+
+    for kinds in (ROOTS, PHASES):
+        found = [c for c in kinds if c in shares and ok(c)]
+        if found:
+            return max(found, key=lambda c: shares[c])
+    return None
+
+
+def _mostly(tail: TailGroup, name: str) -> bool:
+    return (tail.cause(name).seconds or 0.0) > MOSTLY * tail.window_s
+
+
+def _pervasive(tail: TailGroup, name: str) -> bool:
+    """Interference in more than PERVASIVE of the tail's steps (a count: each step either
+    carries another request's prefill chunk or not)."""
+    return name == "prefill_interference" and tail.steps > 0 \
+        and tail.cause(name).count > PERVASIVE * tail.steps
+
+
+def start_burst(tail: TailGroup, median: TailGroup) -> bool:
+    """Most tail requests arrived at the level's start and the median ones hardly queue:
+    the queue is the start's burst (one event), not the level's steady state."""
+    tail_q, median_q = tail.cause("queue").seconds or 0.0, median.cause("queue").seconds or 0.0
+    return 2 * tail.at_start > tail.num_requests and median_q < START_QUEUE * tail_q
 
 
 def _evidence(lv: LevelResult, tail: TailGroup, median: TailGroup, tail_section: TailSection
@@ -72,6 +110,8 @@ def _evidence(lv: LevelResult, tail: TailGroup, median: TailGroup, tail_section:
         "level": lv.point.label, "metric": tail.metric, "p99_s": tail.threshold_s,
         "num_tail_requests": tail.num_requests,
         "tail_window_s": tail.window_s, "median_window_s": median.window_s,
+        "tail_steps": tail.steps, "median_steps": median.steps,
+        "tail_at_start": tail.at_start, "median_at_start": median.at_start,
         "explained_share": {k: round(v, 3) for k, v in explained(tail, median).items()},
         "tail": {c.cause: {"count": c.count, "seconds": c.seconds} for c in tail.causes},
         "median": {c.cause: {"count": c.count, "seconds": c.seconds} for c in median.causes},
@@ -94,12 +134,52 @@ def _message(metric: str, cause: str, lv: LevelResult, tail: TailGroup, median: 
             "gc": f"{c.count:.1f} GC pauses", "queue": "queue wait",
             "own_prefill": "their own prefill", "run_queue": "waiting for a CPU"}[cause]
     per = " per output token" if metric == "tpot" else ""  # TPOT groups: per decode interval
+    where = (f" ({c.count / tail.steps:.0%} of their {'decode' if metric == 'tpot' else 'own'}"
+             " steps carry other requests' prefill chunks)"
+             if cause == "prefill_interference" and tail.steps > 0 else "")
     return (f"p99 {metric.upper()} at {lv.point.label} is mostly {cause.replace('_', ' ')}: "
             f"the {tail.num_requests} tail requests spent {(c.seconds or 0) * 1e3:.2f} ms of "
-            f"their {tail.window_s * 1e3:.2f} ms{per} in {what} (median requests "
+            f"their {tail.window_s * 1e3:.2f} ms{per} in {what}{where} (median requests "
             f"{(median.cause(cause).seconds or 0) * 1e3:.2f} ms of "
             f"{median.window_s * 1e3:.2f} ms); it explains {share:.0%} of the tail's extra "
             "time.")
+
+
+def _why_mixed(tail: TailGroup, median: TailGroup) -> str:
+    """Why the largest cause is not named: the start's burst, or a share of a few steps."""
+    shares = explained(tail, median)
+    if not shares:
+        return ""
+    name = max(shares, key=lambda c: shares[c])
+    c, label = tail.cause(name), name.replace("_", " ")
+    if name == "queue" and start_burst(tail, median):
+        return (f" {tail.at_start} of the {tail.num_requests} tail requests arrived at the "
+                "level's start (before any request finished; a closed loop's first arrivals "
+                f"come at once) and queued {(c.seconds or 0) * 1e3:.2f} ms behind each other's "
+                f"prefill, while the median requests queued "
+                f"{(median.cause('queue').seconds or 0) * 1e3:.2f} ms: the start's burst, not "
+                "a steady-state queue.")
+    if shares[name] < DOMINANT_SHARE:
+        return ""
+    steps = (f" and is in {c.count / tail.steps:.0%} of their steps"
+             if name == "prefill_interference" and tail.steps > 0 else "")
+    return (f" The largest, {label}, fills {(c.seconds or 0) / tail.window_s:.0%} of the tail "
+            f"requests' window{steps}: a share of a few slow steps, not what the tail mostly "
+            "is.")
+
+
+def _mixed(lv: LevelResult, tail: TailGroup, median: TailGroup, sec: TailSection) -> Finding:
+    metric = tail.metric
+    shares = ", ".join(f"{k.replace('_', ' ')} {v:.0%}"
+                       for k, v in explained(tail, median).items())
+    return Finding(
+        f"p99_{metric}_mixed", "info",
+        f"p99 {metric.upper()} at {lv.point.label} has no single dominant cause; shares of "
+        f"the tail's extra time: {shares or 'tail no slower than median'}."
+        + _why_mixed(tail, median),
+        _evidence(lv, tail, median, sec),
+        "Look at the tail diff flame graph (level-X.tail-diff.svg) for what the slowest "
+        "steps do differently.")
 
 
 def serious(metric: str, tail: TailGroup, median: TailGroup, profile: Profile) -> bool:
@@ -130,14 +210,5 @@ def tail_cause(levels: list[LevelResult], profile: Profile) -> list[Finding]:
                 break
         else:
             if last is not None:
-                lv, tail, median, sec = last
-                shares = ", ".join(f"{k.replace('_', ' ')} {v:.0%}"
-                                   for k, v in explained(tail, median).items())
-                found.append(Finding(
-                    f"p99_{metric}_mixed", "info",
-                    f"p99 {metric.upper()} at {lv.point.label} has no single dominant cause; "
-                    f"shares of the tail's extra time: {shares or 'tail no slower than median'}.",
-                    _evidence(lv, tail, median, sec),
-                    "Look at the tail diff flame graph (level-X.tail-diff.svg) for what the "
-                    "slowest steps do differently."))
+                found.append(_mixed(*last))
     return found

@@ -1,0 +1,119 @@
+"""What counts as a dominant tail cause: explains the extra time AND is what the tail mostly is."""
+
+from perfkit.records import RequestRecord
+from perfkit.result.tail import CAUSES, TailCause, TailGroup, TailSection
+from perfkit.stacks.probe import ProbeData
+from perfkit.summary.tail_breakdown import tail_section
+from perfkit.summary.tail_rules import dominant, tail_cause
+
+MS = 1e-3
+
+
+def _group(metric: str, which: str, window_ms: float, steps: float = 0.0, at_start: int = 0,
+           n: int = 3, **causes: tuple[float, float]) -> TailGroup:
+    """causes: name -> (count, ms), each a mean per request; the rest zero."""
+    made = [TailCause(c, causes.get(c, (0.0, 0.0))[0], causes.get(c, (0.0, 0.0))[1] * MS)
+            for c in CAUSES]
+    return TailGroup(metric, which, window_ms * MS, n, window_ms * MS, made, steps=steps,
+                     at_start=at_start)
+
+
+def _finding(tail_group: TailGroup, median: TailGroup):
+    class Lv:
+        tail = TailSection(steps=None, groups=[tail_group, median])
+        requests = [type("R", (), {"warmup": False})()] * 100
+        point = type("P", (), {"label": "c=8"})()
+
+    from perfkit.config.profile import load_profile
+
+    found = tail_cause([Lv()], load_profile("default"))  # type: ignore[list-item]
+    return next(f for f in found if f.id.startswith(f"p99_{tail_group.metric}_"))
+
+
+def test_interference_in_a_few_steps_is_a_share_not_the_cause() -> None:
+    # A clean run's TPOT tail (measured: 18-35% of the tail's decode steps carry a chunk,
+    # filling 22-37% of its time per token): it explains most of the extra, the tail is not
+    # mostly it.
+    tail = _group("tpot", "tail", 3.5, steps=20, prefill_interference=(6, 1.1))
+    median = _group("tpot", "median", 2.6, steps=30, n=40, prefill_interference=(6, 0.5))
+    assert dominant(tail, median) is None
+    f = _finding(tail, median)
+    assert f.id == "p99_tpot_mixed" and "fills 31%" in f.message and "30% of their steps" \
+        in f.message
+
+
+def test_interference_in_most_steps_is_named() -> None:
+    # A tiny token budget: every decode step carries a chunk, tail and median alike.
+    tail = _group("tpot", "tail", 3.5, steps=20, prefill_interference=(20, 1.1))
+    median = _group("tpot", "median", 2.6, steps=30, n=40, prefill_interference=(30, 0.5))
+    assert dominant(tail, median) == "prefill_interference"
+    f = _finding(tail, median)
+    assert f.id == "p99_tpot_prefill_interference"
+    assert "100% of their decode steps carry other requests' prefill chunks" in f.message
+
+
+def test_a_cause_filling_most_of_the_window_is_named() -> None:
+    tail = _group("tpot", "tail", 46.4, steps=3, gc=(1, 32.6))
+    median = _group("tpot", "median", 2.6, steps=30, n=40)
+    assert dominant(tail, median) == "gc"
+
+
+def test_the_start_burst_queue_is_not_a_steady_state_queue() -> None:
+    # A clean closed loop at c=8: the slowest first tokens are the level's first arrivals.
+    tail = _group("ttft", "tail", 26.7, at_start=3, queue=(1, 15.7), own_prefill=(1, 11.0))
+    median = _group("ttft", "median", 4.5, n=40, queue=(1, 0.22), own_prefill=(1, 4.3))
+    assert dominant(tail, median) is None
+    f = _finding(tail, median)
+    assert f.id == "p99_ttft_mixed"
+    assert "3 of the 3 tail requests arrived at the level's start" in f.message
+    assert "not a steady-state queue" in f.message
+
+
+def test_a_queue_the_median_requests_share_is_named_even_at_the_start() -> None:
+    # A tiny token budget: every request queues, the tail longest.
+    tail = _group("ttft", "tail", 317, at_start=3, queue=(1, 279), own_prefill=(1, 38))
+    median = _group("ttft", "median", 183, n=40, queue=(1, 150), own_prefill=(1, 33))
+    assert dominant(tail, median) == "queue"
+
+
+def test_a_queue_after_the_start_is_named() -> None:
+    tail = _group("ttft", "tail", 26.7, at_start=1, queue=(1, 15.7), own_prefill=(1, 11.0))
+    median = _group("ttft", "median", 4.5, n=40, queue=(1, 0.22), own_prefill=(1, 4.3))
+    assert dominant(tail, median) == "queue"
+
+
+def test_breakdown_counts_start_arrivals_and_window_steps() -> None:
+    # 10 ms steps from t=0. Requests 0-2 arrive at 0 (the start); request 0 finishes first,
+    # at 0.2 s; requests 3.. arrive after it. Request 2 waits until 0.1 s to be scheduled:
+    # the p99 TTFT requests (nearest rank) are 2 (at the start) and 99 (after it).
+    starts = [i * 0.01 for i in range(100)]
+    ends = [s + 0.009 for s in starts]
+    recs = [RequestRecord(0, arrival_s=0.0, prompt_tokens=4, output_tokens=11,
+                          first_token_s=0.005, finish_s=0.2, scheduled_s=0.0),
+            RequestRecord(1, arrival_s=0.0, prompt_tokens=4, output_tokens=11,
+                          first_token_s=0.005, finish_s=0.3, scheduled_s=0.0),
+            RequestRecord(2, arrival_s=0.0, prompt_tokens=4, output_tokens=11,
+                          first_token_s=0.5, finish_s=0.6, scheduled_s=0.1)]
+    recs += [RequestRecord(i, arrival_s=0.2 + i * 1e-3, prompt_tokens=4, output_tokens=11,
+                           first_token_s=0.21 + i * 1.00001e-3, finish_s=0.4 + i * 1e-3,
+                           scheduled_s=0.2 + i * 1e-3) for i in range(3, 100)]
+    # warm-up requests ran (and finished) before the measured phase: not its start
+    recs += [RequestRecord(100 + i, arrival_s=-0.2, prompt_tokens=4, output_tokens=11,
+                           first_token_s=-0.15, finish_s=-0.1, scheduled_s=-0.2, warmup=True)
+             for i in range(2)]
+    sec = tail_section(recs, starts, ends, [0] * 100, ProbeData(), 0.0)
+    tail = sec.group("ttft", "tail")
+    assert tail is not None and tail.num_requests == 2 and tail.at_start == 1
+    # request 2: scheduled at 0.1 s, first token at 0.5 s: steps 10..49; request 99: one
+    assert tail.steps == (40 + 1) / 2
+    tpot = sec.group("tpot", "tail")
+    assert tpot is not None and tpot.steps > 0
+
+
+def test_a_gc_pause_inside_the_own_prefill_names_gc_not_the_prefill() -> None:
+    # Measured under GC pressure: the tail requests' own prefill step held a gen-2 pause;
+    # own prefill (the phase) explains 97% of the extra time, GC (the root) 90%.
+    tail = _group("ttft", "tail", 262, own_prefill=(1, 254), gc=(5, 230), queue=(1, 8))
+    median = _group("ttft", "median", 12.5, n=40, own_prefill=(1, 12.1), gc=(0.1, 1.0),
+                    queue=(1, 0.4))
+    assert dominant(tail, median) == "gc"
