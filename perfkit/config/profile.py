@@ -227,6 +227,13 @@ def pool_blocks(profile: Profile) -> int:
     return per_seq * eng.max_num_seqs
 
 
+def usable_blocks(profile: Profile) -> int:
+    """Blocks a request can hold: the pool less vLLM's null block (engine.null_block).
+
+    The KV cache keeps all `pool_blocks` (the null block's place is never written)."""
+    return pool_blocks(profile) - int(profile.engine.null_block)
+
+
 def smallest_request(dist: LengthDist) -> int:
     if dist.kind == "fixed":
         return min(max(round(dist.mean), dist.min), dist.max)
@@ -239,10 +246,12 @@ def check_pool(profile: Profile) -> None:
     eng, work = profile.engine, profile.workload
     tokens = min(smallest_request(work.prompt_len) + smallest_request(work.output_len),
                  eng.max_model_len)
-    need, have = cdiv(tokens, eng.block_size), pool_blocks(profile)
+    need, have = cdiv(tokens, eng.block_size), usable_blocks(profile)
     if have < need:
         key = "engine.kv_memory" if eng.kv_memory is not None else "engine.num_blocks"
+        null = " (one more than it needs: engine.null_block)" if eng.null_block else ""
         raise PerfkitError(
-            f"profile {profile.name!r}: {key}: a pool of {have} block(s) of {eng.block_size} "
-            f"tokens cannot hold the workload's smallest request ({tokens} tokens, {need} "
-            f"blocks): every request would be rejected; give at least {need} blocks")
+            f"profile {profile.name!r}: {key}: a pool of {have} usable block(s) of "
+            f"{eng.block_size} tokens cannot hold the workload's smallest request ({tokens} "
+            f"tokens, {need} blocks): every request would be rejected; give at least "
+            f"{need + int(eng.null_block)} blocks{null}")

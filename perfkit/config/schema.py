@@ -82,6 +82,10 @@ class EngineConfig:
     # (vLLM v1's default, scheduler_reserve_full_isl); first_chunk: its first chunk's
     admission: Literal["full_prompt", "first_chunk"] = "full_prompt"
     prefix_caching: bool = True
+    # one block of the pool is vLLM's null block (its block 0, never handed to a request):
+    # a pool of N blocks holds N - 1 for requests, as a vLLM server with
+    # --num-gpu-blocks-override N (or N blocks from its memory) does; False: all N
+    null_block: bool = True
     device: Literal["auto", "cpu", "cuda"] = "auto"
     # auto: decode through a paged kernel reading K/V in place, Triton on CUDA when triton
     # imports, numba on CPU for float32 (engine/layers/cpu_decode.py); else gather

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from perfkit import clock
+from perfkit.config.profile import usable_blocks
 from perfkit.config.schema import Profile
 from perfkit.engine.blocks import BlockPool
 from perfkit.engine.executor import Executor, ExecutorFactory
@@ -86,7 +87,9 @@ class Engine:
             eng.max_num_seqs, eng.max_num_batched_tokens, eng.max_model_len, eng.max_waiting,
             eng.admission,
         )
-        self.pool = BlockPool(self.kv_spec.num_blocks, self.kv_spec.block_size,
+        # the pool hands out ids below usable_blocks; the cache's last block (the null
+        # block's place, engine.null_block) is never referenced
+        self.pool = BlockPool(usable_blocks(profile), self.kv_spec.block_size,
                               eng.prefix_caching)
         self.scheduler = Scheduler(self._scheduler_config, self.pool)
         self.vocab = Vocabulary(mcfg.vocab_size)  # grammar token texts, to validate tool calls

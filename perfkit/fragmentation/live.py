@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import psutil
 
-from perfkit.config.profile import pool_blocks
+from perfkit.config.profile import usable_blocks
 from perfkit.config.schema import Profile
 from perfkit.engine.blocks import PoolCounters
 from perfkit.engine.engine import Engine
@@ -141,7 +141,7 @@ def live(profile: Profile, num_requests: int, arrivals: Arrivals, step_s: float)
                                           name=f"paged-{eng.block_size} (scheduler replay)")
     trace = specs_trace(specs, profile.workload.shared_prefix.length, eng.max_model_len,
                         arrivals, step_s)
-    fast = simulate_paged(trace, pool_blocks(profile), eng.block_size, eng.max_num_seqs,
+    fast = simulate_paged(trace, usable_blocks(profile), eng.block_size, eng.max_num_seqs,
                           eng.prefix_caching, f"paged-{eng.block_size} (fast replay)",
                           timeline=True, max_num_batched_tokens=eng.max_num_batched_tokens,
                           full_prompt=eng.admission == "full_prompt")

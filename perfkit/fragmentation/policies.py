@@ -163,16 +163,18 @@ def _jobs(profile: Profile, budget: Budget, cfg: FragConfig, trace: Trace) -> li
     eng, per_token = profile.engine, budget.kv_bytes_per_token
     rules = (eng.max_num_seqs, eng.max_num_batched_tokens, eng.admission == "full_prompt",
              cfg.jit)
+    null = int(eng.null_block)  # each paged pool gives one block to vLLM's null block
     jobs: list[Job] = []
     for bs in cfg.block_sizes:
-        blocks = budget.bytes // (per_token * bs)
+        blocks = budget.bytes // (per_token * bs) - null
         if blocks < 1:
             raise PerfkitError(f"--block-sizes: the KV budget ({format_bytes(budget.bytes)}) "
                                f"holds no block of {bs} tokens")
         jobs.append(Job(f"paged-{bs}", bs, blocks, *rules))
     bs = eng.block_size
     if _has_shared_prefix(trace, bs) or bs not in cfg.block_sizes:
-        jobs.append(Job(f"paged-{bs}+prefix", bs, budget.bytes // (per_token * bs), *rules))
+        jobs.append(Job(f"paged-{bs}+prefix", bs, budget.bytes // (per_token * bs) - null,
+                        *rules))
     jobs += [Job(name, 0, budget.slots, *rules) for name in CONTIGUOUS]
     return jobs
 

@@ -26,7 +26,8 @@ requests_st = st.lists(st.tuples(st.integers(1, 60), st.integers(1, 30)), min_si
 def engine_profile(bs: int, blocks: int, seqs: int, budget: int, admission: str,
                    mml: int = 96):
     return load_profile("default", Overrides(sets=(
-        f"engine.block_size={bs}", f"engine.num_blocks={blocks}", f"engine.max_model_len={mml}",
+        f"engine.block_size={bs}", f"engine.num_blocks={blocks + 1}",  # + the null block
+        f"engine.max_model_len={mml}",
         f"engine.max_num_seqs={seqs}", "engine.prefix_caching=false",
         f"engine.max_num_batched_tokens={budget}", f"engine.admission={admission}")))
 

@@ -49,7 +49,8 @@ def specs_for(tr: Trace, seed: int = 0) -> list[RequestSpec]:
 
 def profile_for(bs: int, blocks: int, mml: int, seqs: int = 64, caching: bool = False):
     return load_profile("default", Overrides(sets=(
-        f"engine.block_size={bs}", f"engine.num_blocks={blocks}", f"engine.max_model_len={mml}",
+        f"engine.block_size={bs}", f"engine.num_blocks={blocks + 1}",  # + the null block
+        f"engine.max_model_len={mml}",
         f"engine.max_num_seqs={seqs}", f"engine.prefix_caching={str(caching).lower()}",
         "engine.max_num_batched_tokens=100000")))
 

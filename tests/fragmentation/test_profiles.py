@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from perfkit.config.profile import Overrides, load_profile
+from perfkit.config.profile import Overrides, load_profile, usable_blocks
 from perfkit.errors import PerfkitError
 from perfkit.fragmentation.exact import replay_scheduler
 from perfkit.fragmentation.paged import simulate_paged
@@ -42,7 +42,7 @@ def test_fast_replay_matches_scheduler_on_a_small_profile():
         "engine.num_blocks=4000", "engine.max_num_batched_tokens=100000")))
     specs = generate(prof.workload, prof.model.vocab_size, prof.engine.max_model_len, 40)
     tr = specs_trace(specs, prof.workload.shared_prefix.length, prof.engine.max_model_len)
-    fast = simulate_paged(tr, 4000, prof.engine.block_size, prof.engine.max_num_seqs,
+    fast = simulate_paged(tr, usable_blocks(prof), prof.engine.block_size, prof.engine.max_num_seqs,
                           prof.engine.prefix_caching, timeline=True)
     exact = replay_scheduler(prof, specs, tr.arrival_step).result
     assert fast.saved_block_steps > 0
