@@ -11,14 +11,15 @@ round trip), so it is measured from the run itself: the time a request's client 
 outside the server's own request window (its e2e less the server's e2e_request_latency,
 plus the wait from an answer to its next send), over the server's step time (the level's
 window over the server's iteration_tokens_total count).
-The delay is not steady: on this 2-core machine one run's mean was 2 steps, the next
-one's 100-460 (the API server starved by other load; one stalled answer holds several
-clients), and a mean spreads the load more evenly than such bursts do. The test holds the
-server below the model with no round trip (an upper bound, within 10-25% of the server
-when its delay is ~2 steps) and prints the prediction at the measured mean round trip: it
-lands within 25% of the server when the round trip is steady (~2 steps), and misses either
-way when it is not (7-9 against the server's 9-33 at 100-460 steps; 7-9 against 2-6 with
-the machine under other load at 550-740 steps). Figures measured: README, "Capacity".
+The server holds one of its 40 blocks back (vLLM's null block), as perfkit's pool does
+by default (engine.null_block): both replays are given the 39 a request can use. Without
+that block the closed loop predicted 30-32 against the server's 35-39.
+The delay is not always steady: on this 2-core machine one run's mean was 2 steps, the
+next one's 42-460 (the API server starved of CPU, by other load or beside the server's
+own engine on an idle machine, hands the answers back in bursts), and a mean spreads the
+load more evenly than such bursts do. Runs with
+a steady round trip are judged (within 15% of the server over those runs, predicted at
+their measured delay); bursty ones are printed. Figures measured: README, "Capacity".
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ from typing import Any
 import pytest
 from vllm_server import MODEL_NAME, VllmServer
 
-from perfkit.config.profile import Overrides, load_profile
+from perfkit.config.profile import Overrides, load_profile, usable_blocks
 from perfkit.fragmentation.exact import replay_scheduler
 from perfkit.fragmentation.paged import simulate_paged
 from perfkit.fragmentation.trace import lengths_trace
@@ -49,6 +50,8 @@ LOAD = ("workload.output_len.min=64", "workload.output_len.max=160",
 SEEDS = (1, 2, 3)
 SATURATION_TRIES = 3
 SATURATED_QUEUE_SHARE = 0.25
+STEADY_STEPS = 10  # steady round trips measured ~2 steps; bursty ones a mean of 26-740
+CLOSED_RANGE = 0.15  # one seed's server runs differ by up to ~13% (see the saturated test)
 
 
 @pytest.fixture(scope="module")
@@ -122,8 +125,8 @@ def predicted(clients: int, seed: int, delay: int) -> tuple[int, int]:
         f"workload.seed={seed}", f"workload.client_delay_steps={delay}", *LOAD)))
     specs = generate(prof.workload, prof.model.vocab_size, prof.engine.max_model_len, NUM)
     engine = replay_scheduler(prof, specs, [0] * NUM, clients=clients, client_delay=delay)
-    fast = simulate_paged(lengths_trace(prof, NUM, "closed", clients=clients), NUM_BLOCKS,
-                          BLOCK, MAX_SEQS, max_num_batched_tokens=BUDGET)
+    fast = simulate_paged(lengths_trace(prof, NUM, "closed", clients=clients),
+                          usable_blocks(prof), BLOCK, MAX_SEQS, max_num_batched_tokens=BUDGET)
     return engine.result.num_preempted, fast.num_preempted
 
 
@@ -161,6 +164,10 @@ def test_saturated_preemptions_within_10_percent(server: VllmServer, tmp_path: P
 
 
 def test_closed_loop_with_the_client_delay(server: VllmServer, tmp_path: Path) -> None:
+    """Runs whose clients' round trip was steady (a mean of at most STEADY_STEPS engine
+    steps) land within CLOSED_RANGE of the server together, predicted at their measured
+    delay; a bursty run's mean round trip says little of how its load arrived, so it is
+    printed, not judged, and with no steady run there is nothing to judge."""
     runs = [real(server, 8, seed, tmp_path) for seed in SEEDS]
     got = [r.preemptions for r in runs]
     late = [predicted(8, seed, r.delay_steps)[1] for seed, r in zip(SEEDS, runs)]
@@ -168,8 +175,13 @@ def test_closed_loop_with_the_client_delay(server: VllmServer, tmp_path: Path) -
     delays = [r.delay_steps for r in runs]
     print(f"c=8: vLLM {got}, measured delay {delays} steps: {late}, delay 0: {at_once}")
     assert all(d >= 0 for d in delays)
-    # with no round trip at all the model bounds the server from above; the measured
-    # mean round trip is printed, not asserted: it lands near the server only when the
-    # round trip is steady (see the module's docstring)
-    assert sum(at_once) >= 0.75 * sum(got)
+    assert sum(at_once) >= 0.75 * sum(got)  # no round trip: the most pressure, near the server
     assert sum(at_once) >= sum(late)  # a round trip spreads the load: never more pressure
+    steady = [k for k, d in enumerate(delays) if d <= STEADY_STEPS]
+    if not steady:
+        pytest.skip(f"no run's round trip was steady (measured {delays} steps, at most "
+                    f"{STEADY_STEPS} needed): the machine's load decided the arrivals")
+    server_sum = sum(got[k] for k in steady)
+    predicted_sum = sum(late[k] for k in steady)
+    assert abs(predicted_sum - server_sum) <= CLOSED_RANGE * server_sum, (
+        f"steady runs {steady}: predicted {predicted_sum}, server {server_sum}")
