@@ -38,6 +38,9 @@ class TailGroup:
     # requests of the group that arrived at the level's start: before any request of the
     # level finished (a closed loop's first `concurrency` arrivals, all at once)
     at_start: int = 0
+    # mean prompt tokens per request that its own prefill computed (prompt less the
+    # prefix-cache hit): the work behind the TTFT window's own prefill
+    prompt_tokens: float = 0.0
 
     def cause(self, name: str) -> TailCause:
         return next(c for c in self.causes if c.cause == name)

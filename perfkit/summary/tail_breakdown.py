@@ -130,8 +130,9 @@ def _group(recs: list[RequestRecord], metric: str, which: str, threshold: float,
            steps: Steps, lines: Timelines, start_end_s: float) -> TailGroup:
     sums = {c: [0.0, 0.0] for c in CAUSES}
     timed = {c: False for c in CAUSES}
-    window, in_window = 0.0, 0
+    window, in_window, prompt = 0.0, 0, 0
     for rec in recs:
+        prompt += rec.prompt_tokens - rec.cached_tokens
         lo, hi = _window(rec, metric) or (0.0, 0.0)
         scale = _per_token(rec, hi - lo) if metric == "tpot" else 1.0
         window += (hi - lo) * scale
@@ -147,7 +148,7 @@ def _group(recs: list[RequestRecord], metric: str, which: str, threshold: float,
               for c in CAUSES]
     at_start = sum(1 for r in recs if r.arrival_s < start_end_s)
     return TailGroup(metric, which, threshold, len(recs), window / n, causes,
-                     steps=in_window / n, at_start=at_start)
+                     steps=in_window / n, at_start=at_start, prompt_tokens=prompt / n)
 
 
 def _per_token(rec: RequestRecord, window_s: float) -> float:

@@ -10,7 +10,11 @@ few steps (a clean run: 18-35% of the tail's decode steps carry a 256-token chun
 reported with the shares, not named. Queue wait that only the level's start saw (most tail
 requests arrived before any request finished, when a closed loop's first arrivals come at
 once, and the median requests queue under START_QUEUE of the tail's wait) is the start's
-burst, not a steady-state queue: not named either.
+burst, not a steady-state queue: not named either. Nor is an own prefill that the prompts
+do not explain: when the tail's prefill took longer per prompt token than the median's,
+so that their longer prompts account for under MOSTLY of its extra time, its steps were
+stretched (by GC, the run queue, another thread holding the GIL) and the phase is not the
+cause; the finding says so with the measured stretch.
 One finding per metric: the first level where a cause dominates, with the evidence; where
 none does, one info finding with the measured shares (largest level).
 A dominant cause is a warning only when the tail matters: the tail requests take at least
@@ -77,7 +81,8 @@ def dominant(tail: TailGroup, median: TailGroup) -> str | None:
     def ok(name: str) -> bool:
         return shares[name] >= DOMINANT_SHARE \
             and (_mostly(tail, name) or _pervasive(tail, name)) \
-            and not (name == "queue" and start_burst(tail, median))
+            and not (name == "queue" and start_burst(tail, median)) \
+            and not (name == "own_prefill" and stretched(tail, median))
 
     for kinds in (ROOTS, PHASES):
         found = [c for c in kinds if c in shares and ok(c)]
@@ -97,6 +102,23 @@ def _pervasive(tail: TailGroup, name: str) -> bool:
         and tail.cause(name).count > PERVASIVE * tail.steps
 
 
+def prompt_share(tail: TailGroup, median: TailGroup) -> float | None:
+    """Of the tail's extra own-prefill time, the share its longer prompts account for at
+    the median requests' time per prompt token (None: no prompt counts, or no extra)."""
+    t = tail.cause("own_prefill").seconds or 0.0
+    m = median.cause("own_prefill").seconds or 0.0
+    if tail.prompt_tokens <= 0 or median.prompt_tokens <= 0 or m <= 0 or t <= m:
+        return None
+    work = m * max(tail.prompt_tokens / median.prompt_tokens - 1.0, 0.0)
+    return work / (t - m)
+
+
+def stretched(tail: TailGroup, median: TailGroup) -> bool:
+    """The tail's own prefill is slow beyond its prompts: stretched steps, not long work."""
+    share = prompt_share(tail, median)
+    return share is not None and share < MOSTLY
+
+
 def start_burst(tail: TailGroup, median: TailGroup) -> bool:
     """Most tail requests arrived at the level's start and the median ones hardly queue:
     the queue is the start's burst (one event), not the level's steady state."""
@@ -112,6 +134,7 @@ def _evidence(lv: LevelResult, tail: TailGroup, median: TailGroup, tail_section:
         "tail_window_s": tail.window_s, "median_window_s": median.window_s,
         "tail_steps": tail.steps, "median_steps": median.steps,
         "tail_at_start": tail.at_start, "median_at_start": median.at_start,
+        "tail_prompt_tokens": tail.prompt_tokens, "median_prompt_tokens": median.prompt_tokens,
         "explained_share": {k: round(v, 3) for k, v in explained(tail, median).items()},
         "tail": {c.cause: {"count": c.count, "seconds": c.seconds} for c in tail.causes},
         "median": {c.cause: {"count": c.count, "seconds": c.seconds} for c in median.causes},
@@ -159,6 +182,8 @@ def _why_mixed(tail: TailGroup, median: TailGroup) -> str:
                 f"prefill, while the median requests queued "
                 f"{(median.cause('queue').seconds or 0) * 1e3:.2f} ms: the start's burst, not "
                 "a steady-state queue.")
+    if name == "own_prefill" and stretched(tail, median):
+        return _why_stretched(tail, median, shares)
     if shares[name] < DOMINANT_SHARE:
         return ""
     steps = (f" and is in {c.count / tail.steps:.0%} of their steps"
@@ -166,6 +191,19 @@ def _why_mixed(tail: TailGroup, median: TailGroup) -> str:
     return (f" The largest, {label}, fills {(c.seconds or 0) / tail.window_s:.0%} of the tail "
             f"requests' window{steps}: a share of a few slow steps, not what the tail mostly "
             "is.")
+
+
+def _why_stretched(tail: TailGroup, median: TailGroup, shares: dict[str, float]) -> str:
+    t, m = tail.cause("own_prefill").seconds or 0.0, median.cause("own_prefill").seconds or 0.0
+    per_token = (t / tail.prompt_tokens) / (m / median.prompt_tokens)
+    roots = ", ".join(f"{c.replace('_', ' ')} {shares[c]:.0%}" for c in ROOTS if c in shares)
+    return (f" The largest, own prefill, is not the prompts: the tail requests' own prefill "
+            f"took {t * 1e3:.2f} ms for {tail.prompt_tokens:.0f} prompt tokens against "
+            f"{m * 1e3:.2f} ms for {median.prompt_tokens:.0f} ({per_token:.1f}x per token), "
+            f"so their longer prompts account for {prompt_share(tail, median) or 0.0:.0%} of "
+            f"its extra time: its steps were stretched. Measured causes that stretch steps "
+            f"explain {roots or 'none'} of the tail's extra time; the rest was not measured "
+            "(another thread holding the GIL, a slower core).")
 
 
 def _mixed(lv: LevelResult, tail: TailGroup, median: TailGroup, sec: TailSection) -> Finding:

@@ -10,12 +10,12 @@ MS = 1e-3
 
 
 def _group(metric: str, which: str, window_ms: float, steps: float = 0.0, at_start: int = 0,
-           n: int = 3, **causes: tuple[float, float]) -> TailGroup:
+           n: int = 3, prompt: float = 0.0, **causes: tuple[float, float]) -> TailGroup:
     """causes: name -> (count, ms), each a mean per request; the rest zero."""
     made = [TailCause(c, causes.get(c, (0.0, 0.0))[0], causes.get(c, (0.0, 0.0))[1] * MS)
             for c in CAUSES]
     return TailGroup(metric, which, window_ms * MS, n, window_ms * MS, made, steps=steps,
-                     at_start=at_start)
+                     at_start=at_start, prompt_tokens=prompt)
 
 
 def _finding(tail_group: TailGroup, median: TailGroup):
@@ -106,6 +106,7 @@ def test_breakdown_counts_start_arrivals_and_window_steps() -> None:
     assert tail is not None and tail.num_requests == 2 and tail.at_start == 1
     # request 2: scheduled at 0.1 s, first token at 0.5 s: steps 10..49; request 99: one
     assert tail.steps == (40 + 1) / 2
+    assert tail.prompt_tokens == 4  # each prompt's 4 tokens, none cached
     tpot = sec.group("tpot", "tail")
     assert tpot is not None and tpot.steps > 0
 
@@ -117,3 +118,36 @@ def test_a_gc_pause_inside_the_own_prefill_names_gc_not_the_prefill() -> None:
     median = _group("ttft", "median", 12.5, n=40, own_prefill=(1, 12.1), gc=(0.1, 1.0),
                     queue=(1, 0.4))
     assert dominant(tail, median) == "gc"
+
+
+def test_long_prompts_make_the_own_prefill_the_cause() -> None:
+    # The tail's prompts are 4x the median's and their prefill 4x as long: the work.
+    tail = _group("ttft", "tail", 30, prompt=400, own_prefill=(1, 28), queue=(1, 1))
+    median = _group("ttft", "median", 8, n=40, prompt=100, own_prefill=(1, 7), queue=(1, 1))
+    assert dominant(tail, median) == "own_prefill"
+    assert _finding(tail, median).id == "p99_ttft_own_prefill"
+
+
+def test_a_stretched_own_prefill_is_not_the_cause() -> None:
+    # Measured under GC pressure (docs/examples/gcpressure.py): the tail's own prefill took
+    # 46.5 ms for 101 prompt tokens against 7.3 ms for 88; GC pauses explain 47% of the
+    # extra time, another thread holding the GIL the rest (not measured).
+    tail = _group("ttft", "tail", 66.0, prompt=101, own_prefill=(0.3, 46.5), queue=(1, 19.4),
+                  gc=(22.7, 28.5), run_queue=(0, 4.8))
+    median = _group("ttft", "median", 7.5, n=40, prompt=88, own_prefill=(0, 7.3),
+                    queue=(1, 0.2), gc=(4.4, 0.9), run_queue=(0, 1.6))
+    assert dominant(tail, median) is None
+    f = _finding(tail, median)
+    assert f.id == "p99_ttft_mixed"
+    assert "took 46.50 ms for 101 prompt tokens against 7.30 ms for 88 (5.5x per token)" \
+        in f.message
+    assert "account for 3% of its extra time: its steps were stretched" in f.message
+    assert "gc 47%" in f.message and "the rest was not measured" in f.message
+    assert f.evidence["tail_prompt_tokens"] == 101
+
+
+def test_without_prompt_counts_the_own_prefill_is_judged_as_before() -> None:
+    # A result from before prompt counts were recorded: nothing says the steps stretched.
+    tail = _group("ttft", "tail", 66.0, own_prefill=(0.3, 46.5), queue=(1, 19.4))
+    median = _group("ttft", "median", 7.5, n=40, own_prefill=(0, 7.3), queue=(1, 0.2))
+    assert dominant(tail, median) == "own_prefill"
