@@ -125,6 +125,9 @@ class FragReport:
     policy_cpu_s: dict[str, float] = field(default_factory=dict)  # CPU seconds per replay
     total_s: float = 0.0  # wall seconds, trace + replays
     num_procs: int = 1  # processes that ran the replays
+    # a closed loop with a client delay: paged-<block_size>'s preemptions with no delay,
+    # the other end of the range a real front end lands in (a bursty one between the two)
+    no_delay_preemptions: int | None = None
 
 
 # -- replays ---------------------------------------------------------------------------
@@ -248,9 +251,20 @@ def simulate(profile: Profile, budget: Budget, cfg: FragConfig) -> FragReport:
         results[prefix_name] = (dataclasses.replace(plain, name=prefix_name), 0.0)
     order = [*CONTIGUOUS, *(f"paged-{bs}" for bs in cfg.block_sizes), prefix_name]
     policies = [results[name][0] for name in order]
+    no_delay = _no_delay_preemptions(jobs, trace, f"paged-{profile.engine.block_size}")
     return FragReport(profile, budget, cfg, trace, policies, recommend(policies),
                       {name: results[name][1] for name in order}, time.perf_counter() - start,
-                      procs)
+                      procs, no_delay)
+
+
+def _no_delay_preemptions(jobs: list[Job], trace: Trace, name: str) -> int | None:
+    """A closed loop with a client delay: the named paged policy's preemptions when each
+    client's next request comes with no delay (None for other arrivals)."""
+    job = next((j for j in jobs if j.name == name), None)
+    if not trace.clients or not trace.client_delay or job is None:
+        return None
+    result, _ = _run_jobs([job], dataclasses.replace(trace, client_delay=0), 1)[0]
+    return result.num_preempted
 
 
 # -- judgement --------------------------------------------------------------------------

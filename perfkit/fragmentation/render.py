@@ -121,6 +121,14 @@ def _header(rep: FragReport) -> Text:
     )
 
 
+def _delay_range(rep: FragReport) -> str:
+    name = f"paged-{rep.profile.engine.block_size}"
+    at = next(p for p in rep.policies if p.name == name).num_preempted
+    return (f"{name} preempts {at:,} times at {rep.trace.client_delay} steps, "
+            f"{rep.no_delay_preemptions:,} with none; a front end that hands answers back "
+            "in bursts lands between the two")
+
+
 def render(rep: FragReport, live: LiveReport | None = None) -> RenderableType:
     parts: list[RenderableType] = [_header(rep), Text()]
     policies = list(rep.policies) + ([live.engine, *live.replays] if live else [])
@@ -134,6 +142,8 @@ def render(rep: FragReport, live: LiveReport | None = None) -> RenderableType:
     parts.append(verdicts)
     rec = rep.recommendation
     parts.append(Text.assemble(("limited by: ", "bold"), f"{limiter(rep)[1]}."))
+    if rep.no_delay_preemptions is not None:
+        parts.append(Text.assemble(("client delay: ", "bold"), _delay_range(rep) + "."))
     parts.append(Text.assemble(("block size: ", "bold"), f"{rec.block_size} — {rec.reason}."))
     if rep.profile.model.preset == "opt-13b":
         parts.append(Text(f"PagedAttention paper, Fig. 2 (OPT-13B), tokens/occupied: "
@@ -253,7 +263,8 @@ def to_dict(rep: FragReport, live: LiveReport | None = None) -> dict[str, Any]:
                   "mean_output": sum(tr.max_tokens) / n, "max_model_len": tr.max_model_len,
                   "max_num_seqs": prof.engine.max_num_seqs,
                   "max_num_batched_tokens": prof.engine.max_num_batched_tokens,
-                  "clients": tr.clients or None, "client_delay_steps": tr.client_delay},
+                  "clients": tr.clients or None, "client_delay_steps": tr.client_delay,
+                  "no_delay_preemptions": rep.no_delay_preemptions},
         "policies": [policy_dict(p) for p in rep.policies],
         "verdicts": {p.name: verdict(p) for p in rep.policies},
         "limited_by": dict(zip(("kind", "reason"), limiter(rep), strict=True)),

@@ -68,6 +68,30 @@ def test_simulate_prints_table_and_writes_json(frag, tmp_path):
     assert doc["live"] is None and doc["timings"]["total_s"] > 0
 
 
+CLOSED_40 = ("--requests", "64", "--block-sizes", "32", "--arrivals", "closed",
+             "--concurrency", "8", "--set", "engine.block_size=32", "--set",
+             "engine.num_blocks=40", "--set", "engine.max_num_batched_tokens=2048", "--jobs", "1")
+
+
+def test_a_client_delay_gives_the_range_down_to_no_delay(frag, tmp_path):
+    """The replay at the delay and the same replay with none: the two ends of the range a
+    real front end lands in (tests/vllm/test_vllm_capacity.py)."""
+    docs = {}
+    for delay in (0, 40):
+        out = tmp_path / f"d{delay}.json"
+        result = frag(*CLOSED_40, "--client-delay-steps", str(delay), "--json", str(out))
+        assert result.exit_code == 0, result.stderr
+        docs[delay] = json.loads(out.read_text())
+        text = " ".join(result.stdout.split())
+        assert ("client delay:" in text) == (delay > 0)
+    preempted = {d: next(p["preempted"] for p in doc["policies"] if p["name"] == "paged-32")
+                 for d, doc in docs.items()}
+    assert docs[0]["trace"]["no_delay_preemptions"] is None
+    assert docs[40]["trace"]["no_delay_preemptions"] == preempted[0] > preempted[40]
+    assert (f"paged-32 preempts {preempted[40]} times at 40 steps, {preempted[0]} with none"
+            in text)
+
+
 def test_gpu_budget_in_header(frag):
     result = frag("--profile", "sharegpt", "--model", "llama3-8b", "--gpu", "h100",
                   "--requests", "50", "--block-sizes", "16", "--jobs", "1")
