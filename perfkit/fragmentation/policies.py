@@ -167,17 +167,20 @@ def _jobs(profile: Profile, budget: Budget, cfg: FragConfig, trace: Trace) -> li
     rules = (eng.max_num_seqs, eng.max_num_batched_tokens, eng.admission == "full_prompt",
              cfg.jit)
     null = int(eng.null_block)  # each paged pool gives one block to vLLM's null block
+
+    def usable(bs: int) -> int:
+        return budget.bytes // (per_token * bs) - null
+
     jobs: list[Job] = []
     for bs in cfg.block_sizes:
-        blocks = budget.bytes // (per_token * bs) - null
-        if blocks < 1:
+        if usable(bs) < 1:
+            held = " but the null block (engine.null_block)" if usable(bs) + null else ""
             raise PerfkitError(f"--block-sizes: the KV budget ({format_bytes(budget.bytes)}) "
-                               f"holds no block of {bs} tokens")
-        jobs.append(Job(f"paged-{bs}", bs, blocks, *rules))
+                               f"holds no block of {bs} tokens{held}")
+        jobs.append(Job(f"paged-{bs}", bs, usable(bs), *rules))
     bs = eng.block_size
     if _has_shared_prefix(trace, bs) or bs not in cfg.block_sizes:
-        jobs.append(Job(f"paged-{bs}+prefix", bs, budget.bytes // (per_token * bs) - null,
-                        *rules))
+        jobs.append(Job(f"paged-{bs}+prefix", bs, usable(bs), *rules))
     jobs += [Job(name, 0, budget.slots, *rules) for name in CONTIGUOUS]
     return jobs
 
