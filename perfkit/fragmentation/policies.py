@@ -323,13 +323,18 @@ def verdict(p: PolicyResult) -> str:
     return line
 
 
+def profile_policy(rep: FragReport) -> PolicyResult:
+    """The paged replay at the profile's block size (without prefix caching)."""
+    return next(x for x in rep.policies if x.name == f"paged-{rep.profile.engine.block_size}")
+
+
 def limiter(rep: FragReport) -> tuple[str, str]:
     """What bounded the run at the profile's block size: ("memory" | "batch cap" |
     "token budget" | "load", a sentence). With the batch cap or the budget binding, the
     pool never fills and the shares above say little about fragmentation: the sentence
     says what to change."""
     bs, cap = rep.profile.engine.block_size, rep.profile.engine.max_num_seqs
-    p = next(x for x in rep.policies if x.name == f"paged-{bs}")
+    p = profile_policy(rep)
     occupied = p.peak.occupied / p.pool_slots if p.pool_slots else 0.0
     if p.num_preempted or p.num_queued_for_memory:
         return "memory", (f"memory limits paged-{bs}: {p.num_preempted:,} preemptions, "

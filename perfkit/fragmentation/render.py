@@ -19,7 +19,7 @@ from rich.text import Text
 from perfkit.config.profile import profile_sha256
 from perfkit.config.units import format_bytes
 from perfkit.fragmentation.live import LiveReport
-from perfkit.fragmentation.policies import FragReport, limiter, verdict
+from perfkit.fragmentation.policies import FragReport, limiter, profile_policy, verdict
 from perfkit.fragmentation.types import KINDS, PolicyResult, Slots
 
 SCHEMA = "perfkit.fragmentation/1"
@@ -122,9 +122,8 @@ def _header(rep: FragReport) -> Text:
 
 
 def _delay_range(rep: FragReport) -> str:
-    name = f"paged-{rep.profile.engine.block_size}"
-    at = next(p for p in rep.policies if p.name == name).num_preempted
-    return (f"{name} preempts {at:,} times at {rep.trace.client_delay} steps, "
+    p = profile_policy(rep)
+    return (f"{p.name} preempts {p.num_preempted:,} times at {rep.trace.client_delay} steps, "
             f"{rep.no_delay_preemptions:,} with none; a front end that hands answers back "
             "in bursts lands between the two")
 
