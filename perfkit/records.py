@@ -37,6 +37,9 @@ class RequestRecord:
     rejected: str | None = None  # rejection reason (admission control); None if served
     finish_reason: str | None = None  # "length", "stop", "loop", "cancelled", "error", ...
     warmup: bool = False  # a warm-up request: excluded from every metric
+    sent_s: float | None = None  # when it was handed to the server (>= arrival_s)
+    coalesced_chunks: int = 0  # remote: token chunks read at once with the one before
+    error: str | None = None  # remote: what went wrong ("timeout", "http 503", ...)
 
     @property
     def served(self) -> bool:
@@ -75,6 +78,11 @@ class RequestRecord:
     @property
     def itl_s(self) -> list[float]:
         return [later - earlier for earlier, later in pairwise(self.token_times_s)]
+
+    @property
+    def send_late_s(self) -> float | None:
+        """The client's own queue: how long after it was due the request went out."""
+        return None if self.sent_s is None else self.sent_s - self.arrival_s
 
     @property
     def queue_s(self) -> float | None:

@@ -159,6 +159,17 @@ def sweep(
     server_profile_dir: Annotated[Path | None, typer.Option(
         help="With --server-profile: the server's profiler folder, when this machine can "
         "read it; perfkit lists the trace files each profiled level wrote.")] = None,
+    workers: Annotated[str | None, typer.Option(
+        help="With --target: load-generating processes, each with its own event loop and "
+        "share of the clients, N or auto (from the cores and the load; the output says what "
+        "it chose). Default: 1, in perfkit's own process.")] = None,
+    ray: Annotated[str | None, typer.Option(
+        help="With --target: run the workers as Ray actors over a cluster's nodes: local, "
+        "auto (the cluster this machine joined) or its address (pip install "
+        "'perfkit[ray]').")] = None,
+    workers_per_node: Annotated[int | None, typer.Option(
+        help="With --ray: workers on each alive node (instead of --workers in all).")
+    ] = None,
     lockstep: Annotated[Path | None, typer.Option(
         help="Take turns with another perfkit sweep started with the same socket path "
         "(e.g. /tmp/perfkit.sock): in-process, baseline and candidate alternate every 20 "
@@ -175,7 +186,8 @@ def sweep(
     if fmt not in FORMATS:
         raise PerfkitError(f"--format: expected table, json, markdown or csv, got {fmt!r}")
     check_remote_flags(target, api_key_env, timeout, scrape_metrics, device,
-                       tokenizer if dataset is None else None, endpoint)
+                       tokenizer if dataset is None else None, endpoint, workers, ray,
+                       workers_per_node)
     sets = load_sets(set_, concurrency, rate, requests, repeats, warmup, device, seed)
     prof = resolve_profile(profile, None if target else model,
                            sets + dataset_sets(dataset, tokenizer) + _percentile_sets(percentiles))
@@ -198,7 +210,8 @@ def sweep(
         raise PerfkitError("--server-profile needs --target URL (a server with a profiler)")
     remote = None if target is None else TargetOptions(
         target, model, api_key_env, timeout, scrape_metrics, tokenizer,
-        endpoint or "completions", server_profile, server_profile_dir)
+        endpoint or "completions", server_profile, server_profile_dir, workers,
+        workers_per_node, ray)
     _check_lockstep(lockstep, target, search, stacks, prof)
     stop = StopFlag()
     stop.install()

@@ -5,9 +5,16 @@ chat, /chat/completions) request per spec.
 they drive the in-process engine, and it returns the same `RequestRecord`.
 
 What a record holds (times in seconds since the level started, perf_counter):
-  token_times_s   arrival of every chunk that carries output. A chunk may hold several
-                  tokens, so ITL samples are chunk gaps (equal to token gaps when the
-                  server streams one token per chunk, as perfkit serve does).
+  arrival_s       when the request was due: its scheduled send (open loop: its arrival;
+                  closed loop: when its client's previous request ended). Latencies count
+                  from here, so a client that sends late does not hide its own delay.
+  sent_s          when it was handed to the connection: sent_s - arrival_s is the
+                  client's own queue, shown apart.
+  token_times_s   arrival of every chunk that carries output, stamped once per read: the
+                  chunks of one read share its time (`coalesced_chunks` counts those after
+                  the first: their gaps were not timed). A chunk may hold several tokens,
+                  so ITL samples are chunk gaps (equal to token gaps when the server
+                  streams one token per chunk, as perfkit serve does).
   output_tokens   usage.completion_tokens when the server sends usage, else chunks.
   prompt_tokens   usage.prompt_tokens, else the spec's prompt length.
   cached_tokens   usage.prompt_tokens_details.cached_tokens, else 0 (`cached_reported`
@@ -24,6 +31,7 @@ serve's `tool_call: true` extension; `priority` is sent when not 0 (vLLM's exten
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -78,24 +86,25 @@ def error_kind(err: BaseException) -> str:
 
 
 Render = Callable[[tuple[int, ...]], str]  # token ids -> text (remote/text.py)
+TextOf = Callable[[RequestSpec], str]  # a spec's prompt as text (rendered ahead, by id)
 
 
 def request_body(spec: RequestSpec, model: str, endpoint: str = "completions",
-                 render: Render | None = None) -> dict[str, object]:
-    """Token ids as the prompt (OpenAI's API accepts a list of ints), or their text with a
-    tokenizer; chat: one user message (its text: the rendering, else the words t<id>).
-    Exactly max_tokens out: ignore_eos where the server supports it (vLLM, perfkit
-    serve), greedy."""
+                 text: str | None = None) -> dict[str, object]:
+    """Token ids as the prompt (OpenAI's API accepts a list of ints), or `text`, the
+    prompt rendered with a tokenizer; chat: one user message (its text: `text`, else the
+    words t<id>). Exactly max_tokens out: ignore_eos where the server supports it (vLLM,
+    perfkit serve), greedy."""
     body: dict[str, object] = {
         "model": model, "max_tokens": spec.max_tokens,
         "stream": True, "stream_options": {"include_usage": True},
         "ignore_eos": True, "temperature": 0,
     }
     if endpoint == "chat":
-        text = render(spec.prompt) if render is not None else word_text(spec.prompt)
-        body["messages"] = [{"role": "user", "content": text}]
+        body["messages"] = [{"role": "user",
+                             "content": text if text is not None else word_text(spec.prompt)}]
     else:
-        body["prompt"] = render(spec.prompt) if render is not None else list(spec.prompt)
+        body["prompt"] = text if text is not None else list(spec.prompt)
     if spec.priority:  # vLLM's extension (its priority scheduling policy)
         body["priority"] = spec.priority
     if spec.tool_call:  # perfkit serve's extension: a guarded tool call
@@ -103,11 +112,19 @@ def request_body(spec: RequestSpec, model: str, endpoint: str = "completions",
     return body
 
 
+JSON_HEADERS = {"Content-Type": "application/json"}
+
+
+def encode_body(body: dict[str, object]) -> bytes:
+    return json.dumps(body, separators=(",", ":")).encode()
+
+
 @dataclass
 class _Stream:
     """What one response stream told us, as it arrives."""
 
     times: list[float] = field(default_factory=list)
+    coalesced: int = 0  # token chunks read together with the previous token chunk
     finish_reason: str | None = None
     usage: dict[str, object] | None = None
     done: bool = False
@@ -118,45 +135,48 @@ class RemoteServe:
     """Serve specs from `target` over `session`; `t0` is the level's perf_counter origin."""
 
     def __init__(self, session: aiohttp.ClientSession, target: Target, t0: float,
-                 render: Render | None = None) -> None:
+                 text_of: TextOf | None = None) -> None:
         self.session = session
         self.target = target
         self.t0 = t0
-        self.render = render
+        self.text_of = text_of
         self.errors: dict[int, str] = {}  # request id -> failure kind
         self.retry_after_s: list[float] = []  # Retry-After values of refused requests
         self.cached_reported = False  # some usage carried prompt_tokens_details.cached_tokens
 
     async def __call__(self, spec: RequestSpec, warmup: bool,
                        arrival_s: float | None = None) -> RequestRecord:
-        submitted = time.perf_counter() - self.t0
+        text = None if self.text_of is None else self.text_of(spec)
+        body = encode_body(request_body(spec, self.target.model, self.target.endpoint, text))
+        sent = time.perf_counter() - self.t0
         rec = RequestRecord(
-            request_id=spec.request_id, arrival_s=submitted if arrival_s is None else arrival_s,
-            prompt_tokens=len(spec.prompt), output_tokens=0, warmup=warmup)
+            request_id=spec.request_id, arrival_s=sent if arrival_s is None else arrival_s,
+            prompt_tokens=len(spec.prompt), output_tokens=0, warmup=warmup, sent_s=sent)
         stream = _Stream()
         try:
-            await self._request(spec, rec, stream)
+            await self._request(body, rec, stream)
         except Exception as err:  # whatever goes wrong with one request is recorded, not raised
             stream.error = error_kind(err)
         self._finish(rec, stream)
         return rec
 
-    async def _request(self, spec: RequestSpec, rec: RequestRecord, stream: _Stream) -> None:
+    async def _request(self, body: bytes, rec: RequestRecord, stream: _Stream) -> None:
         target = self.target
         path = "chat/completions" if target.endpoint == "chat" else "completions"
-        body = request_body(spec, target.model, target.endpoint, self.render)
-        async with self.session.post(f"{target.url}/{path}", json=body) as resp:
+        async with self.session.post(f"{target.url}/{path}", data=body,
+                                     headers=JSON_HEADERS) as resp:
             if resp.status != 200:
                 self._refused(rec, stream, resp)
                 return
-            parser = SseParser()
-            async for line in resp.content:
-                data = parser.feed(line)
-                if data is not None and self._event(data, stream):
-                    return
+            parser, content, t0 = SseParser(), resp.content, self.t0
+            while data := await content.readany():
+                now = time.perf_counter() - t0  # one stamp per read
+                for event in parser.feed(data):
+                    if self._event(event, stream, now):
+                        return
             tail = parser.close()
             if tail is not None:
-                self._event(tail, stream)
+                self._event(tail, stream, time.perf_counter() - t0)
 
     def _refused(self, rec: RequestRecord, stream: _Stream,
                  resp: aiohttp.ClientResponse) -> None:
@@ -168,8 +188,8 @@ class RemoteServe:
                 self.retry_after_s.append(float(retry))
         stream.error = kind
 
-    def _event(self, data: str, stream: _Stream) -> bool:
-        """Take one event; True when the stream is over."""
+    def _event(self, data: bytes, stream: _Stream, now: float) -> bool:
+        """Take one event read at `now`; True when the stream is over."""
         if data.strip() == DONE:
             stream.done = True
             return True
@@ -178,7 +198,10 @@ class RemoteServe:
             stream.error = "server error"
             return True
         if chunk.has_token:
-            stream.times.append(time.perf_counter() - self.t0)
+            times = stream.times
+            if times and times[-1] == now:  # in the same read as the previous chunk
+                stream.coalesced += 1
+            times.append(now)
         stream.finish_reason = chunk.finish_reason or stream.finish_reason
         stream.usage = chunk.usage or stream.usage
         return False
@@ -186,6 +209,7 @@ class RemoteServe:
     def _finish(self, rec: RequestRecord, stream: _Stream) -> None:
         prompt, completion, cached = usage_counts(stream.usage)
         rec.token_times_s = stream.times
+        rec.coalesced_chunks = stream.coalesced
         rec.first_token_s = stream.times[0] if stream.times else None
         rec.output_tokens = completion if completion is not None else len(stream.times)
         rec.prompt_tokens = prompt if prompt is not None else rec.prompt_tokens
@@ -204,4 +228,5 @@ class RemoteServe:
             rec.finish_reason = stream.finish_reason
             rec.finish_s = stream.times[-1] if stream.times else time.perf_counter() - self.t0
         if stream.error is not None:
+            rec.error = stream.error
             self.errors[rec.request_id] = stream.error

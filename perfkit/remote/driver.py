@@ -1,35 +1,43 @@
 """One sweep level against a remote OpenAI-compatible server.
 
-The same specs, the same closed/open loops and warm-up phases as the in-process
-sweep (perfkit.sweep.runner.drive), served over HTTP by `RemoteServe`. Around the
-load, in the same event loop: the overhead meter (client CPU, loop lag) and, with
---scrape-metrics, the Prometheus scraper. The process samplers (CPU, GC) measure
-the client process. All of them restart when the measured phase starts. With
---server-profile, the chosen levels' measured phases run between the server's
-start_profile and stop_profile (remote/profile.py).
+The same specs, the same closed/open loops and warm-up phases as the in-process sweep,
+served over HTTP. The level's specs are drawn once here and dealt out (loadgen/deal.py):
+with one worker the load runs in this process's event loop, as it always has; with more,
+each worker process (or Ray actor) runs its share and streams its records back
+(loadgen/pool.py). Around the load, here: the process samplers (this process's CPU and
+GC), with --scrape-metrics the Prometheus scraper (its own thread), and with
+--server-profile the server's profiler around the measured phase. All of them restart
+when the measured phase starts. Each worker measures its own cost (remote/overhead.py).
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
+import socket
 import time
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
+from types import TracebackType
 
 from perfkit import clock
 from perfkit.config.schema import Profile
+from perfkit.loadgen.auto import WorkerChoice
+from perfkit.loadgen.core import LevelJob, ShareRun, loop_name, new_loop, run_share
+from perfkit.loadgen.deal import deal
 from perfkit.measure.samplers import LevelSamplers
 from perfkit.records import RequestRecord
-from perfkit.remote.client import RemoteServe, Render, Target, open_session
+from perfkit.remote.client import Render, Target
 from perfkit.remote.level import RemoteRun, remote_level_result
-from perfkit.remote.overhead import OverheadMeter
+from perfkit.remote.overhead import WorkerIdentity, level_overhead
 from perfkit.remote.profile import ProfileCall
 from perfkit.remote.scrape import Scraper
 from perfkit.result.level import LevelResult, LoadPoint
-from perfkit.result.remote import ServerMetrics
+from perfkit.result.remote import LostWorker, ServerMetrics, ServerProfile
 from perfkit.sweep.load import OnRecord
 from perfkit.sweep.plan import SweepPlan
-from perfkit.sweep.runner import drive, level_specs
+from perfkit.sweep.runner import level_specs
 from perfkit.workload import RequestSpec
 
 NO_SCRAPE = "unavailable: no --scrape-metrics"
@@ -46,6 +54,8 @@ class RemoteSweep:
     render: Render | None = None  # --tokenizer: token ids -> text of as many tokens
     profile_keys: frozenset[str] = frozenset()  # --server-profile: level slugs
     profile_dir: Path | None = None  # --server-profile-dir: the server's trace folder
+    workers: WorkerChoice = field(default_factory=lambda: WorkerChoice(1, 1))
+    launcher: Callable[[], object] | None = None  # --ray: Ray actors; None: processes here
 
     def profiler(self, level: LoadPoint, repeat: int) -> ProfileCall | None:
         if level.slug not in self.profile_keys:
@@ -53,59 +63,160 @@ class RemoteSweep:
         slug = level.slug + (f"-r{repeat}" if self.plan.repeats > 1 else "")
         return ProfileCall(self.target.url, slug, self.profile_dir, self.target.headers())
 
+    def workers_at(self, level: LoadPoint) -> int:
+        return self.workers.at(level, float(self.profile.workload.output_len.mean))
 
-async def _drive(sweep: RemoteSweep, level: LoadPoint, repeat: int, specs: list[RequestSpec],
-                 on_record: OnRecord, samplers: LevelSamplers) -> RemoteRun:
-    t0 = time.perf_counter()
-    meter = OverheadMeter(level.concurrency)
-    scraper = Scraper(sweep.scrape_url, t0) if sweep.scrape_url else None
 
-    profiler = sweep.profiler(level, repeat)
 
-    async def on_warm() -> None:  # measure the measured phase only
-        samplers.stop()
+class _Around:
+    """What runs beside the load, in this process: samplers, scraper, server profiler."""
+
+    def __init__(self, sweep: RemoteSweep, level: LoadPoint, repeat: int, t0: float,
+                 samplers: LevelSamplers) -> None:
+        self.samplers = samplers
+        self.scraper = Scraper(sweep.scrape_url, t0) if sweep.scrape_url else None
+        self.profiler = sweep.profiler(level, repeat)
+        self.warm_phase = sweep.plan.num_warmup > 0
+
+    async def start(self) -> None:
+        if self.scraper is not None:
+            self.scraper.start()
+        if self.profiler is not None and not self.warm_phase:
+            await self.profiler.start()  # no warm-up phase: the measured phase starts now
+
+    async def warm(self) -> None:  # the measured phase starts: measure it only
+        self.samplers.stop()
+        self.samplers.start()
+        if self.scraper is not None:
+            await asyncio.to_thread(self.scraper.mark)
+        if self.profiler is not None:
+            await self.profiler.start()
+
+    async def stop(self) -> tuple[ServerProfile | None, ServerMetrics]:
+        profiled = None if self.profiler is None else await self.profiler.stop()
+        server = (ServerMetrics.unavailable(NO_SCRAPE) if self.scraper is None
+                  else await asyncio.to_thread(self.scraper.stop))
+        return profiled, server
+
+
+def _here(index: int) -> WorkerIdentity:
+    return WorkerIdentity(index, socket.gethostname(), os.getpid(), loop_name())
+
+
+class RemoteRunner:
+    """Runs levels against the target; its worker pool (if any) lives until close()."""
+
+    def __init__(self, sweep: RemoteSweep) -> None:
+        self.sweep = sweep
+        self.pool: object | None = None
+
+    def __enter__(self) -> RemoteRunner:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, err: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.close()
+
+    def close(self) -> None:
+        from perfkit.loadgen.pool import WorkerPool
+
+        if isinstance(self.pool, WorkerPool):
+            self.pool.close()
+        self.pool = None
+
+    def _pool(self, size: int) -> object:
+        """The pool, with at least `size` workers started (it grows, never shrinks)."""
+        from perfkit.loadgen.local import LocalLauncher
+        from perfkit.loadgen.pool import WorkerPool
+
+        if self.pool is None:
+            launcher = LocalLauncher() if self.sweep.launcher is None else self.sweep.launcher()
+            self.pool = WorkerPool(launcher, size)  # type: ignore[arg-type]
+        assert isinstance(self.pool, WorkerPool)
+        self.pool.size = max(self.pool.size, size)
+        return self.pool
+
+    def level(self, point: LoadPoint, repeat: int, on_record: OnRecord) -> LevelResult:
+        """Run one level; its result (same layout as in-process levels, plus `server`,
+        `errors` and `client`)."""
+        sweep = self.sweep
+        clock.level_starts()  # --lockstep: levels alternate with the peer's (duet)
+        specs = level_specs(sweep.profile, sweep.plan, point)
+        texts = (None if sweep.render is None
+                 else {s.request_id: sweep.render(s.prompt) for s in specs})
+        # No NVML here: the GPU that matters is the server's, not this machine's.
+        samplers = LevelSamplers(0, enabled=sweep.plan.samplers)
         samplers.start()
-        if scraper is not None:
-            await asyncio.to_thread(scraper.mark)
-        if profiler is not None:
-            await profiler.start()
-        meter.mark()
+        n = sweep.workers_at(point)
+        if n > 1 or sweep.launcher is not None:
+            run = self._pooled(point, repeat, specs, texts, n, on_record, samplers)
+        else:
+            run = self._in_process(point, repeat, specs, texts, on_record, samplers)
+        return remote_level_result(run, sweep.profile.slo, sweep.profile.sweep.percentiles)
 
-    def on_rec(record: RequestRecord) -> None:
-        meter.count(record)
-        on_record(record)
+    def _jobs(self, point: LoadPoint, repeat: int, specs: list[RequestSpec], n: int,
+              texts: dict[int, str] | None) -> list[LevelJob]:
+        plan = self.sweep.plan
+        return [LevelJob(point, repeat, sh.clients, sh.specs, sh.num_warmup,
+                         (sh.least, plan.min_level_s), plan.ramp, self.sweep.target,
+                         None if texts is None else {s.request_id: texts[s.request_id]
+                                                     for s in sh.specs})
+                for sh in deal(specs, plan.num_warmup, point, n, plan.requests_at(point))]
 
-    async with open_session(sweep.target, level.concurrency or 0) as session:
-        serve = RemoteServe(session, sweep.target, t0, sweep.render)
-        if scraper is not None:
-            scraper.start()
-        meter.start()
-        plan = sweep.plan
-        least = (plan.requests_at(level), plan.min_level_s)  # as the in-process runner
-        if profiler is not None and not plan.num_warmup:
-            await profiler.start()  # no warm-up phase: the measured phase starts now
-        records = await drive(serve, specs, level, plan.num_warmup, t0, on_rec, on_warm, least,
-                              plan.ramp)
-        profiled = None if profiler is None else await profiler.stop()
-        overhead = await meter.stop()
-        server = (ServerMetrics.unavailable(NO_SCRAPE) if scraper is None
-                  else await asyncio.to_thread(scraper.stop))
-    return RemoteRun(level, repeat, records, serve.errors, serve.retry_after_s, overhead, server,
-                     samplers.stop(), serve.cached_reported, profiled)
+    def _in_process(self, point: LoadPoint, repeat: int, specs: list[RequestSpec],
+                    texts: dict[int, str] | None, on_record: OnRecord,
+                    samplers: LevelSamplers) -> RemoteRun:
+        [job] = self._jobs(point, repeat, specs, 1, texts)
+
+        async def go() -> tuple[ShareRun, ServerProfile | None, ServerMetrics]:
+            t0 = time.perf_counter()
+            around = _Around(self.sweep, point, repeat, t0, samplers)
+            await around.start()
+            run = await run_share(job, t0, _here(0), None, on_record, around.warm)
+            return (run, *await around.stop())
+
+        loop = new_loop()
+        try:
+            run, profiled, server = loop.run_until_complete(go())
+        finally:
+            loop.close()
+        overhead = level_overhead(point, [run.cost], run.records, run.lags,
+                                  self.sweep.workers.describe(1), (), self.sweep.workers.cores)
+        return RemoteRun(point, repeat, run.records, _errors(run.records), run.retry_after_s,
+                         overhead, server, samplers.stop(), run.cached_reported, profiled)
+
+    def _pooled(self, point: LoadPoint, repeat: int, specs: list[RequestSpec],
+                texts: dict[int, str] | None, want: int, on_record: OnRecord,
+                samplers: LevelSamplers) -> RemoteRun:
+        from perfkit.loadgen.pool import WorkerPool
+
+        pool = self._pool(want)
+        assert isinstance(pool, WorkerPool)
+        n = min(want, pool.ensure())
+        jobs = self._jobs(point, repeat, specs, n, texts)
+        t0 = time.perf_counter()
+        around = _Around(self.sweep, point, repeat, t0, samplers)
+        asyncio.run(around.start())
+        out = pool.run_level(jobs, t0, on_record, lambda: asyncio.run(around.warm()))
+        profiled, server = asyncio.run(around.stop())
+        return _merged(self.sweep, point, repeat, out.runs, out.lost, out.records, n, server,
+                       samplers, profiled)
 
 
-def _noop(record: RequestRecord) -> None:
-    pass
+def _merged(sweep: RemoteSweep, point: LoadPoint, repeat: int, runs: list[ShareRun],
+            lost: list[LostWorker], records: list[RequestRecord], n: int,
+            server: ServerMetrics, samplers: LevelSamplers,
+            profiled: ServerProfile | None) -> RemoteRun:
+    """The workers' records and costs as one level's (percentiles later, from the merged
+    raw samples)."""
+    records = sorted(records, key=lambda r: r.request_id)
+    retry = [s for run in runs for s in run.retry_after_s]
+    lags = [lag for run in runs for lag in run.lags]
+    overhead = level_overhead(point, [run.cost for run in runs], records, lags,
+                              sweep.workers.describe(n), lost, sweep.workers.cores)
+    return RemoteRun(point, repeat, records, _errors(records), retry, overhead, server,
+                     samplers.stop(), any(run.cached_reported for run in runs), profiled)
 
 
-def run_remote_level(sweep: RemoteSweep, level: LoadPoint, repeat: int,
-                     on_record: OnRecord = _noop) -> LevelResult:
-    """Run one level against the target; its result dict (same layout as in-process
-    levels, plus `server`, `errors` and `client`)."""
-    clock.level_starts()  # --lockstep: levels alternate with the peer's (duet)
-    specs = level_specs(sweep.profile, sweep.plan, level)
-    # No NVML here: the GPU that matters is the server's, not this machine's.
-    samplers = LevelSamplers(0, enabled=sweep.plan.samplers)
-    samplers.start()
-    run = asyncio.run(_drive(sweep, level, repeat, specs, on_record, samplers))
-    return remote_level_result(run, sweep.profile.slo, sweep.profile.sweep.percentiles)
+def _errors(records: list[RequestRecord]) -> dict[int, str]:
+    return {r.request_id: r.error for r in records if r.error is not None}

@@ -14,7 +14,8 @@ cannot measure:
   kv           with --scrape-metrics: usage_peak and usage_mean (share of KV blocks, from
                vllm:kv_cache_usage_perc) and peak_waiting; block and slot counts None.
   guard        None; requests[].preemptions None, requests[].error names a failure.
-  stream       tokens per chunk, bursts (remote/stream.py); ITL samples are chunk gaps.
+  stream       tokens per chunk, bursts, chunks read together (remote/stream.py); ITL
+               samples are timed chunk gaps, and none when too few gaps were timed.
   client_tail  the p99 TTFT / TPOT requests against the median ones: first-token time and
                stalls between chunks (result/client_tail.py); `tail` stays None.
   server       the scraped metrics; errors: failures by kind; client: the load
@@ -31,7 +32,7 @@ from perfkit.config.schema import SloConfig
 from perfkit.measure.samplers import LevelMeasurements
 from perfkit.records import RequestRecord
 from perfkit.remote.stream import stream_stats
-from perfkit.result.level import KvSection, LevelResult, LoadPoint
+from perfkit.result.level import Distribution, KvSection, LevelResult, LoadPoint
 from perfkit.result.remote import ClientOverhead, ErrorCounts, ServerMetrics, ServerProfile
 from perfkit.summary.client_tail import client_tail_section
 from perfkit.sweep.level import measured_level, request_sample
@@ -78,12 +79,14 @@ def remote_level_result(run: RemoteRun, slo: SloConfig, percentiles: Sequence[fl
     server = run.server
     level = measured_level(run.point, run.repeat, run.records, slo, run.measurements,
                            _kv(server), percentiles)
-    stream = stream_stats(run.records)
+    stream = stream_stats(run.records, run.overhead.loop_lag.get("p99"))
     hit_rate = level.prefix_hit_rate  # first-admission hits, from usage
     if not run.cached_reported:
         hit_rate = server.prefix_hit_rate if server.preemptions == 0 else None
+    latency = level.latency if stream.itl_measured else replace(level.latency,
+                                                                 itl=Distribution(count=0))
     return replace(
-        level,
+        level, latency=latency,
         counts=replace(level.counts, preemptions=server.preemptions),
         prefix_hit_rate=hit_rate,
         gpu=replace(level.gpu, reason=REMOTE_GPU),

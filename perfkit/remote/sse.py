@@ -1,4 +1,4 @@
-"""Server-sent events of an OpenAI-style streaming completion, line by line.
+"""Server-sent events of an OpenAI-style streaming completion.
 
 The wire format (text/event-stream): each event is one or more `data: ...` lines
 ended by a blank line; lines starting with `:` are comments (keep-alives); other
@@ -13,6 +13,10 @@ JSON object per event and ends with `data: [DONE]`:
 
     data: [DONE]
 
+Events are split on their blank line over the bytes read, not line by line, so a
+read holding several events yields them all with the read's one arrival time, and a
+single event of any size is read whole.
+
 A chunk may carry several tokens (servers coalesce them, or hold back text that
 is not yet a whole character), so token counts come from `usage` when the server
 sends it, and chunk arrival times are the inter-token samples.
@@ -24,37 +28,56 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-DONE = "[DONE]"
+DONE = b"[DONE]"
 
 
 class SseParser:
-    """Feed raw lines (bytes, with or without the line ending); get complete event data."""
+    """Feed raw bytes as they are read (any split); get the data of each complete event.
+
+    Events are found by their blank line over the whole buffer, never line by line, so an
+    event of any size (a 1 MB chunk) is one event: no read-buffer or line-length limit.
+    Line endings may be LF, CRLF or CR (a CR at the end of a read waits for the next)."""
 
     def __init__(self) -> None:
-        self._data: list[str] = []
+        self._buf = bytearray()  # bytes of the event in progress, LF line endings only
+        self._cr = False  # the last read ended with a CR: its LF may start the next
 
-    def feed(self, raw: bytes) -> str | None:
-        """The data of the event this line completes, or None."""
-        line = raw.decode("utf-8", errors="replace").rstrip("\r\n")
-        if not line:
-            return self._dispatch()
-        if line.startswith(":"):
-            return None
-        field, _, value = line.partition(":")
-        if field == "data":
-            self._data.append(value[1:] if value.startswith(" ") else value)
-        return None
+    def feed(self, raw: bytes) -> list[bytes]:
+        """The data of every event this read completes, in order (maybe none)."""
+        if self._cr:
+            raw, self._cr = b"\r" + raw, False
+        if b"\r" in raw:
+            if raw.endswith(b"\r"):
+                raw, self._cr = raw[:-1], True
+            raw = raw.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+        buf = self._buf
+        start = max(len(buf) - 1, 0)  # a blank line may straddle the two reads
+        buf += raw
+        if buf.find(b"\n\n", start) < 0:
+            return []
+        blocks = bytes(buf).split(b"\n\n")
+        self._buf = bytearray(blocks.pop())
+        return [d for d in map(_event_data, blocks) if d is not None]
 
-    def close(self) -> str | None:
+    def close(self) -> bytes | None:
         """Data of a last event the stream ended without a blank line after."""
-        return self._dispatch()
+        rest = bytes(self._buf).strip(b"\n")
+        self._buf, self._cr = bytearray(), False
+        return _event_data(rest) if rest else None
 
-    def _dispatch(self) -> str | None:
-        if not self._data:
-            return None
-        data = "\n".join(self._data)
-        self._data = []
-        return data
+
+def _event_data(block: bytes) -> bytes | None:
+    """An event's data lines joined by LF; None when it has none (comments, keep-alives)."""
+    if block.startswith(b"data: ") and b"\n" not in block:
+        return block[6:]  # the common case: one data line
+    data = []
+    for line in block.split(b"\n"):
+        if line.startswith(b":"):
+            continue
+        field, _, value = line.partition(b":")
+        if field == b"data":
+            data.append(value[1:] if value.startswith(b" ") else value)
+    return b"\n".join(data) if data else None
 
 
 @dataclass(frozen=True)
@@ -77,7 +100,7 @@ def _str(value: Any) -> str:
     return value if isinstance(value, str) else ""
 
 
-def parse_chunk(data: str) -> Chunk:
+def parse_chunk(data: str | bytes) -> Chunk:
     """One event's JSON; ValueError when it is not a JSON object. Fields of the wrong
     type count as absent: a malformed chunk never raises anything else."""
     obj = json.loads(data)

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import os
-from dataclasses import dataclass, replace
+from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -18,8 +19,10 @@ import aiohttp
 
 from perfkit.config.schema import Profile
 from perfkit.errors import PerfkitError
+from perfkit.loadgen.auto import WorkerChoice, parse_workers
 from perfkit.remote.client import Target, error_kind
 from perfkit.remote.driver import RemoteSweep
+from perfkit.remote.options import TargetOptions
 from perfkit.remote.profile import profile_keys
 from perfkit.remote.text import load_renderer
 from perfkit.sweep.plan import SweepPlan
@@ -45,12 +48,15 @@ def check_url(url: str, option: str) -> str:
 
 def check_remote_flags(target: str | None, api_key_env: str | None, timeout: float | None,
                        scrape_metrics: str | None, device: str | None,
-                       tokenizer: Path | None = None, endpoint: str | None = None) -> None:
+                       tokenizer: Path | None = None, endpoint: str | None = None,
+                       workers: str | None = None, ray: str | None = None,
+                       workers_per_node: int | None = None) -> None:
     """Remote-only options need --target; engine-only ones refuse it."""
     if target is None:
         for name, value in (("--api-key-env", api_key_env), ("--timeout", timeout),
                             ("--scrape-metrics", scrape_metrics), ("--tokenizer", tokenizer),
-                            ("--endpoint", endpoint)):
+                            ("--endpoint", endpoint), ("--workers", workers), ("--ray", ray),
+                            ("--workers-per-node", workers_per_node)):
             if value is not None:
                 raise PerfkitError(f"{name} needs --target URL")
     elif device is not None:
@@ -130,22 +136,22 @@ async def _probe_metrics(url: str) -> str | None:
     return None
 
 
-@dataclass(frozen=True)
-class RemoteOptions:
-    """The sweep command's remote options, as given."""
+def _workers(opts: TargetOptions) -> tuple[WorkerChoice, Callable[[], object] | None]:
+    """--workers, --workers-per-node, --ray: how many workers, and what starts them."""
+    if opts.workers_per_node is not None and opts.workers_per_node < 1:
+        raise PerfkitError(f"--workers-per-node: expected a whole number >= 1, got "
+                           f"{opts.workers_per_node}")
+    if opts.ray is None:
+        if opts.workers_per_node is not None:
+            raise PerfkitError("--workers-per-node needs --ray (workers on a Ray cluster's "
+                               "nodes); on this machine use --workers N")
+        return parse_workers(opts.workers), None
+    from perfkit.loadgen.ray_actors import join_ray
 
-    url: str
-    model: str | None
-    api_key_env: str | None
-    timeout_s: float | None
-    scrape_url: str | None
-    tokenizer: Path | None = None  # --tokenizer DIR: text prompts of exact token counts
-    endpoint: str = "completions"  # --endpoint completions|chat
-    server_profile: str | None = None  # --server-profile LEVELS
-    server_profile_dir: Path | None = None  # --server-profile-dir DIR
+    return join_ray(opts.ray, opts.workers, opts.workers_per_node)
 
 
-def connect(opts: RemoteOptions, profile: Profile, plan: SweepPlan) -> RemoteSweep:
+def connect(opts: TargetOptions, profile: Profile, plan: SweepPlan) -> RemoteSweep:
     """Check every remote option and reach the server (and its metrics) once."""
     scrape = None if opts.scrape_url is None else check_url(opts.scrape_url, "--scrape-metrics")
     if opts.endpoint not in ENDPOINTS:
@@ -161,4 +167,6 @@ def connect(opts: RemoteOptions, profile: Profile, plan: SweepPlan) -> RemoteSwe
     keys = profile_keys(opts.server_profile, plan.levels)
     if opts.server_profile_dir is not None and not keys:
         raise PerfkitError("--server-profile-dir needs --server-profile LEVELS")
-    return RemoteSweep(target, scrape, profile, plan, render, keys, opts.server_profile_dir)
+    workers, launcher = _workers(opts)
+    return RemoteSweep(target, scrape, profile, plan, render, keys, opts.server_profile_dir,
+                       workers, launcher)

@@ -118,12 +118,27 @@ GUARD: Columns = [
     ("ended\nlength", _ended("length")),
     ("guard\nµs/step", _guard(lambda g: num(g.timing.us_per_step, 0))),
 ]
+def _delivered(c: ClientOverhead) -> str:
+    """Delivered load against the configured one; '!' past 5% (load_not_delivered)."""
+    if c.load_error is None:
+        return NA
+    return f"{1 + c.load_error:.1%}" + ("!" if abs(c.load_error) > 0.05 else "")
+
+
+def _workers(c: ClientOverhead) -> str:
+    return str(c.workers) + (f" ({len(c.lost)} lost)" if c.lost else "")
+
+
 CLIENT: Columns = [
     ("level", level_name),
     ("errors", lambda lv: NA if lv.errors is None else str(lv.errors.total)),
-    ("client\nCPU", _client(lambda c: pct(c.cpu_share))),
-    ("CPU ms\n/request", _client(lambda c: ms(c.cpu_per_request_s))),
+    ("work-\ners", _client(_workers)),
+    ("busiest\nCPU", _client(lambda c: pct(c.cpu_share))),
+    ("CPU µs\n/chunk", _client(lambda c: num(None if c.cpu_per_chunk_s is None
+                                              else c.cpu_per_chunk_s * 1e6, 0))),
     ("loop lag\np99 ms", _client(lambda c: ms(c.loop_lag.get("p99")))),
+    ("sent late\np99 ms", _client(lambda c: ms(c.send_late.get("p99")))),
+    ("deliv-\nered", _client(_delivered)),
 ]
 TABLES: list[tuple[str, Columns]] = [
     ("Timings (noisy)", TIMINGS), ("CPU, GC, GPU (noisy)", RESOURCES),
@@ -166,7 +181,8 @@ def tables_of(result: SweepResult) -> list[tuple[str, Columns]]:
     if any(_guard_ran(lv) for lv in result.levels):
         tables.append(("Guard (counts; µs/step is a timing)", GUARD))
     if any(lv.remote for lv in result.levels):
-        tables.append(("Remote target: errors (count) and load-generator cost (noisy)", CLIENT))
+        tables.append(("Remote target: errors (count); the load generator's cost and error "
+                       "(noisy)", CLIENT))
     if any(lv.client_tail is not None for lv in result.levels):
         tables.append((CLIENT_TAIL_TITLE, CLIENT_TAIL))
     return tables

@@ -24,9 +24,16 @@ from perfkit.config.schema import Profile
 from perfkit.result.level import LevelResult, LoadPoint
 from perfkit.result.search import Decision, SearchResult, SearchStep
 from perfkit.result.sweep import SweepResult
-from perfkit.run.sweep import QuietEvents, SweepEvents, TargetOptions, conclude, level_runner
+from perfkit.run.sweep import (
+    LevelRunner,
+    QuietEvents,
+    SweepEvents,
+    TargetOptions,
+    conclude,
+    level_runner,
+)
 from perfkit.summary.evidence import contended
-from perfkit.sweep.plan import plan_from_profile
+from perfkit.sweep.plan import SweepPlan, plan_from_profile
 from perfkit.sweep.writer import ResultWriter
 
 MAX_RUNS = 3  # runs pooled to settle an uncertain level
@@ -165,7 +172,14 @@ def run_search(prof: Profile, path: Path | None = None, *, cap: float | None = N
     plan = plan_from_profile(prof)
     first = plan.levels[0]
     axis = "concurrency" if first.concurrency is not None else "rate"
-    run, header = level_runner(prof, plan, target)
+    with level_runner(prof, plan, target) as (run, header):
+        return _search(prof, path, plan, axis, run, header, cap, events, stop)
+
+
+def _search(prof: Profile, path: Path | None, plan: SweepPlan, axis: str, run: LevelRunner,
+            header: SweepResult, cap: float | None, events: SweepEvents | None,
+            stop: Callable[[], bool]) -> SweepResult:
+    first = plan.levels[0]
     ev = events or QuietEvents()
 
     def run_one(point: LoadPoint, repeat: int) -> LevelResult:

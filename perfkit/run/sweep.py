@@ -12,7 +12,8 @@ Interrupted sweeps return what they measured with `complete=False`.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Protocol
@@ -21,6 +22,7 @@ from perfkit.config.profile import profile_dict, profile_sha256
 from perfkit.config.schema import Profile
 from perfkit.measure.envinfo import collect
 from perfkit.records import RequestRecord
+from perfkit.remote.options import TargetOptions
 from perfkit.result.codec import from_json
 from perfkit.result.level import LevelResult, LoadPoint
 from perfkit.result.stacks import StacksInfo, paths_relative_to
@@ -39,21 +41,6 @@ class StackOptions:
     out_dir: Path  # level-LABEL.folded / .speedscope.json / .svg go here
     rate_hz: float
     native: bool
-
-
-@dataclass(frozen=True)
-class TargetOptions:
-    """--target and its companions, as given (checked by perfkit.remote.target)."""
-
-    url: str
-    model: str | None = None
-    api_key_env: str | None = None
-    timeout_s: float | None = None
-    scrape_url: str | None = None
-    tokenizer: Path | None = None  # --tokenizer DIR: text prompts (remote/text.py)
-    endpoint: str = "completions"  # --endpoint completions|chat
-    server_profile: str | None = None  # --server-profile LEVELS (remote/profile.py)
-    server_profile_dir: Path | None = None  # --server-profile-dir DIR
 
 
 class SweepEvents(Protocol):
@@ -98,22 +85,16 @@ def _in_process(prof: Profile, plan: SweepPlan) -> tuple[LevelRunner, dict[str, 
     return run_one, {"device": str(engine.device)}, None
 
 
-def _remote(prof: Profile, plan: SweepPlan, opts: TargetOptions
+def _remote(prof: Profile, plan: SweepPlan, opts: TargetOptions, stack: ExitStack
             ) -> tuple[LevelRunner, dict[str, Any], TargetInfo]:
-    from perfkit.remote.driver import run_remote_level
-    from perfkit.remote.target import RemoteOptions, connect
+    from perfkit.remote.driver import RemoteRunner
+    from perfkit.remote.target import connect
 
-    remote = connect(RemoteOptions(opts.url, opts.model, opts.api_key_env, opts.timeout_s,
-                                   opts.scrape_url, opts.tokenizer, opts.endpoint,
-                                   opts.server_profile, opts.server_profile_dir), prof, plan)
-
-    def run_one(point: LoadPoint, repeat: int, tick: Callable[[RequestRecord], None]
-                ) -> LevelResult:
-        return run_remote_level(remote, point, repeat, tick)
-
+    remote = connect(opts, prof, plan)
+    runner = stack.enter_context(RemoteRunner(remote))  # its workers, if any, until the end
     target = TargetInfo(remote.target.url, remote.target.model, remote.scrape_url)
     # Results of one served model compare with each other, not with in-process runs.
-    return run_one, {"device": "remote", "device_class": f"remote:{target.model}"}, target
+    return runner.level, {"device": "remote", "device_class": f"remote:{target.model}"}, target
 
 
 def _header(prof: Profile, plan: SweepPlan, where: dict[str, Any],
@@ -127,12 +108,15 @@ def _header(prof: Profile, plan: SweepPlan, where: dict[str, Any],
         target=target)
 
 
+@contextmanager
 def level_runner(prof: Profile, plan: SweepPlan, target: TargetOptions | None
-                 ) -> tuple[LevelRunner, SweepResult]:
-    """What runs one level (the in-process engine, or the target), and the result's header."""
-    run_one, where, info = (_in_process(prof, plan) if target is None
-                            else _remote(prof, plan, target))
-    return run_one, _header(prof, plan, where, info)
+                 ) -> Iterator[tuple[LevelRunner, SweepResult]]:
+    """What runs one level (the in-process engine, or the target), and the result's header;
+    what the runner holds (a target's worker processes) ends with the block."""
+    with ExitStack() as stack:
+        run_one, where, info = (_in_process(prof, plan) if target is None
+                                else _remote(prof, plan, target, stack))
+        yield run_one, _header(prof, plan, where, info)
 
 
 def _with_stacks(run_one: LevelRunner, point: LoadPoint, repeat: int, plan: SweepPlan,
@@ -186,13 +170,14 @@ def run_sweep(prof: Profile, path: Path | None = None, *, samplers: bool = True,
     from perfkit.sweep.lockstep import in_lockstep
 
     plan = plan_from_profile(prof, samplers)
-    run_one, header = level_runner(prof, plan, target)
-    writer = ResultWriter(path, header)
-    with in_lockstep(lockstep, plan) as side:
-        try:
-            complete = _levels(run_one, plan, writer, stacks, events or QuietEvents(), stop)
-        except KeyboardInterrupt:
-            complete = False
+    with level_runner(prof, plan, target) as (run_one, header):
+        writer = ResultWriter(path, header)
+        with in_lockstep(lockstep, plan) as side:
+            try:
+                complete = _levels(run_one, plan, writer, stacks, events or QuietEvents(),
+                                   stop)
+            except KeyboardInterrupt:
+                complete = False
     if side is not None:
         writer.result = replace(writer.result, lockstep=side.info())
     return conclude(writer, prof, complete)

@@ -20,6 +20,7 @@ from perfkit.config.schema import Profile
 from perfkit.result.codec import to_json
 from perfkit.result.level import LevelResult
 from perfkit.result.sweep import Finding, Knee
+from perfkit.summary.client_rules import CLIENT_RULES
 from perfkit.summary.config_rules import (
     batch_cap,
     guard_off,
@@ -43,8 +44,6 @@ SYSTEM_SHARE_MAX = 0.10  # system CPU / total CPU
 FAULTS_PER_STEP_MAX = 50  # minor page faults per engine step
 NVML_NEAR_LIMIT = 0.95
 MIN_CPU_S = 0.2  # below this the process CPU split is too coarse (10 ms ticks) to judge
-CLIENT_CPU_SHARE_MAX = 0.5  # remote: event-loop CPU / wall; the client has one core
-CLIENT_LAG_P99_MAX_S = 0.010  # remote: p99 event-loop wake-up delay (token stamps late)
 
 __all__ = ["find_all", "kv_pressure"]
 
@@ -85,27 +84,6 @@ def nvml_near_limit(levels: list[Level], profile: Profile) -> list[Finding]:
                 {"level": lv.point.label, "peak_used_bytes": gpu.peak_used_bytes,
                  "memory_total_bytes": total},
                 "Lower engine.kv_memory or max_num_batched_tokens to leave headroom.",
-            )]
-    return []
-
-
-def client_bound(levels: list[Level], profile: Profile) -> list[Finding]:
-    """Remote levels: the load generator's own event loop was busy or late."""
-    for lv in levels:
-        client = lv.client
-        if client is None:
-            continue
-        lag = client.loop_lag.get("p99") or 0.0
-        if client.cpu_share > CLIENT_CPU_SHARE_MAX or lag > CLIENT_LAG_P99_MAX_S:
-            return [Finding(
-                "client_bound", "warning",
-                f"The load generator may be a bottleneck at {lv.point.label}: its event loop "
-                f"used {client.cpu_share:.0%} of a core and woke up to "
-                f"{lag * 1e3:.1f} ms late (p99); measured latencies include that delay.",
-                {"level": lv.point.label, "cpu_share": client.cpu_share,
-                 "loop_lag_p99_s": lag, "cpu_per_request_s": client.cpu_per_request_s},
-                "Run the client on its own cores or machine (away from the server), split "
-                "the load over several client processes, or lower the concurrency.",
             )]
     return []
 
@@ -178,7 +156,7 @@ TIMING_RULES: list[Rule] = [
     high_ttft_low_load,
 ]
 # A remote target: the engine's internals are not visible, the client's cost is.
-REMOTE_RULES: list[Rule] = [kv_pressure, prefix_caching, client_bound, http_errors,
+REMOTE_RULES: list[Rule] = [kv_pressure, prefix_caching, *CLIENT_RULES, http_errors,
                             burst_delivery, unplanned_prefix_hits]
 REMOTE_TIMING_RULES: list[Rule] = [goodput_falling, high_ttft_low_load]
 

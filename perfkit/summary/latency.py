@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Protocol
 
 from perfkit.records import RequestRecord
@@ -91,6 +91,17 @@ def measured_records(
 # ---- latency -------------------------------------------------------------------------
 
 
+def timed_gaps(records: Iterable[RequestRecord]) -> Iterator[float]:
+    """Every gap between consecutive chunks that was timed: a remote client stamps each read
+    once, so a gap of exactly 0 in a record with coalesced chunks is two chunks from one
+    read, not a measurement (remote/stream.py), and is left out."""
+    for r in records:
+        if r.coalesced_chunks:
+            yield from (gap for gap in r.itl_s if gap > 0.0)
+        else:
+            yield from r.itl_s
+
+
 def _present(values: Iterable[float | None]) -> list[float]:
     return [v for v in values if v is not None]
 
@@ -106,7 +117,7 @@ def level_latency(
     return Latency(
         ttft=distribution(_present(r.ttft_s for r in served), q),
         tpot=distribution(_present(r.tpot_s for r in completed), q),
-        itl=distribution((gap for r in served for gap in r.itl_s), q),
+        itl=distribution(timed_gaps(served), q),
         e2e=distribution(_present(r.e2e_s for r in completed), q),
         queue=distribution(_present(r.queue_s for r in served), q),
     )

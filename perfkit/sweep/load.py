@@ -17,12 +17,16 @@ import asyncio
 import inspect
 import math
 from collections.abc import Awaitable, Callable, Iterator
-from typing import Protocol
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Protocol
 
 from perfkit.clock import now
-from perfkit.engine.async_engine import AsyncEngine
 from perfkit.records import RequestRecord
+from perfkit.result.point import LoadPoint
 from perfkit.workload import RequestSpec
+
+if TYPE_CHECKING:  # a load-generating worker process imports this module without the engine
+    from perfkit.engine.async_engine import AsyncEngine
 
 
 class Serve(Protocol):
@@ -71,6 +75,41 @@ OnRecord = Callable[[RequestRecord], None]
 # Runs between the warm-up and the measured phase; may return an awaitable (awaited
 # before the first measured request is submitted).
 OnWarm = Callable[[], Awaitable[None] | None]
+
+
+class PhaseGate(Protocol):
+    """Where the phases of a level meet other load generators (worker processes).
+
+    `begin` returns when every worker is ready for the phase (warm-up first, then the
+    measured one) with the phase's origin on this process's perf_counter: a moment all
+    of them share. Open-loop arrivals are offsets from it (the coordinator re-bases them
+    so that the level's first arrival of the phase is 0), closed-loop clients start at
+    it (plus their ramp)."""
+
+    async def begin(self, warmup: bool) -> float: ...
+
+
+@dataclass(frozen=True)
+class Pacing:
+    """A client that keeps its own schedule: each request's arrival_s is when it was due
+    (closed loop: when its client's previous request ended, or the phase's start), so a
+    late send counts in its latency and shows as the client's queue (sent_s - arrival_s).
+    t0 is the level's clock origin; `gate` joins the phases of several workers."""
+
+    t0: float
+    gate: PhaseGate | None = None
+
+
+async def _origin(pacing: Pacing | None, warmup: bool, default: float) -> float:
+    if pacing is None or pacing.gate is None:
+        return default
+    return await pacing.gate.begin(warmup)
+
+
+async def _sleep_until(t: float) -> None:
+    delay = t - now()
+    if delay > 0:
+        await asyncio.sleep(delay)
 
 
 def _ignore(record: RequestRecord) -> None:
@@ -127,7 +166,8 @@ async def closed_loop(serve: Serve, specs: list[RequestSpec], concurrency: int,
                       num_warmup: int, on_record: OnRecord = _ignore,
                       on_warm: OnWarm = _nothing,
                       least: tuple[int, float] | None = None,
-                      starts: list[float] | None = None) -> list[RequestRecord]:
+                      starts: list[float] | None = None,
+                      pacing: Pacing | None = None) -> list[RequestRecord]:
     """`concurrency` clients take the next spec from a shared, ordered queue.
 
     The first `num_warmup` specs run as a phase of their own, at the same concurrency,
@@ -137,24 +177,29 @@ async def closed_loop(serve: Serve, specs: list[RequestSpec], concurrency: int,
     once it has submitted `count` and lasted `seconds` (the rest are never sent).
     A multi-turn conversation is one client's: its turns in order, each `think_s` after
     the previous one ended. `starts`: client j of the measured phase starts starts[j]
-    seconds in (a ramp); the warm-up starts them all at once.
+    seconds in (a ramp); the warm-up starts them all at once. `pacing`: arrivals are
+    scheduled sends, phases start at the gate's origin.
     """
     records: list[RequestRecord] = []
+    t0 = None if pacing is None else pacing.t0
 
-    async def client(feed: Iterator[list[RequestSpec]], warmup: bool, delay: float) -> None:
-        if delay > 0:
-            await asyncio.sleep(delay)
+    async def client(feed: Iterator[list[RequestSpec]], warmup: bool, due: float) -> None:
+        await _sleep_until(due)
         for turns in feed:
             for i, spec in enumerate(turns):
                 if i and spec.think_s > 0:
                     await asyncio.sleep(spec.think_s)
-                records.append(await serve(spec, warmup))
-                on_record(records[-1])
+                    due += spec.think_s
+                record = await serve(spec, warmup, None if t0 is None else due - t0)
+                records.append(record)
+                on_record(record)
+                due = now() if record.finish_s is None or t0 is None else record.finish_s + t0
 
     for phase, warmup in ((specs[:num_warmup], True), (specs[num_warmup:], False)):
+        origin = await _origin(pacing, warmup, now())
         feed = conversations(iter(phase) if warmup else submitted_until(phase, least))
         delays = [0.0] * concurrency if warmup or starts is None else starts
-        await asyncio.gather(*(client(feed, warmup, delays[j])
+        await asyncio.gather(*(client(feed, warmup, origin + delays[j])
                                for j in range(min(concurrency, len(phase)))))
         if warmup:
             await _warm_done(on_warm)
@@ -163,14 +208,16 @@ async def closed_loop(serve: Serve, specs: list[RequestSpec], concurrency: int,
 
 async def open_loop(serve: Serve, specs: list[RequestSpec], num_warmup: int,
                     t0: float, on_record: OnRecord = _ignore,
-                    on_warm: OnWarm = _nothing) -> list[RequestRecord]:
+                    on_warm: OnWarm = _nothing,
+                    pacing: Pacing | None = None) -> list[RequestRecord]:
     """Submit each spec at its arrival offset (specs carry the rate's offsets).
 
     As in the closed loop, the warm-up specs run first and end before the measured
     phase; the measured arrivals then start over from the phase's start (offsets
     relative to the first measured spec), so every measured request is measured.
     A later turn of a conversation arrives at its offset or `think_s` after the previous
-    turn ended, whichever is later (its arrival time is then).
+    turn ended, whichever is later (its arrival time is then). With a gate (`pacing`),
+    each phase starts at its origin and the offsets are the coordinator's re-based ones.
     """
     ended: dict[tuple[int | None, int], asyncio.Event] = {
         (s.conversation, s.turn): asyncio.Event() for s in specs if s.conversation is not None}
@@ -193,10 +240,27 @@ async def open_loop(serve: Serve, specs: list[RequestSpec], num_warmup: int,
 
     records: list[RequestRecord] = []
     for phase, warmup in ((specs[:num_warmup], True), (specs[num_warmup:], False)):
-        if not phase:
+        if not phase and (pacing is None or pacing.gate is None):
             continue
-        start = now() - phase[0].arrival_s
+        start = await _origin(pacing, warmup, now() - (phase[0].arrival_s if phase else 0.0))
         records += await asyncio.gather(*(one(s, start, warmup) for s in phase))
         if warmup:
             await _warm_done(on_warm)
     return records
+
+
+async def drive(serve: Serve, specs: list[RequestSpec], level: LoadPoint, num_warmup: int,
+                t0: float, on_record: OnRecord, on_warm: OnWarm,
+                least: tuple[int, float] | None = None,
+                ramp: tuple[str, float] = ("none", 0.0),
+                pacing: Pacing | None = None, concurrency: int | None = None
+                ) -> list[RequestRecord]:
+    """One level's load through `serve`, closed or open loop as the level says; `least`
+    (requests, seconds): a closed loop stops submitting once both are reached; `ramp`
+    (kind, seconds): its clients start over that time (open loops ramp in their specs).
+    `concurrency`: this load generator's share of the level's clients (a worker's)."""
+    if level.concurrency is not None:
+        clients = level.concurrency if concurrency is None else concurrency
+        return await closed_loop(serve, specs, clients, num_warmup, on_record,
+                                 on_warm, least, client_starts(clients, *ramp), pacing)
+    return await open_loop(serve, specs, num_warmup, t0, on_record, on_warm, pacing)

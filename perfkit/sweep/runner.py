@@ -17,15 +17,7 @@ from perfkit.result.level import LevelResult, LoadPoint
 from perfkit.stacks.probe import TailProbe
 from perfkit.summary.tail_breakdown import tail_section
 from perfkit.sweep.level import LevelRun, level_result
-from perfkit.sweep.load import (
-    EngineServe,
-    OnRecord,
-    OnWarm,
-    Serve,
-    client_starts,
-    closed_loop,
-    open_loop,
-)
+from perfkit.sweep.load import EngineServe, OnRecord, OnWarm, drive
 from perfkit.sweep.plan import SweepPlan
 from perfkit.workload import RequestSpec, generate, level_arrivals
 
@@ -48,19 +40,6 @@ def level_specs(profile: Profile, plan: SweepPlan, level: LoadPoint) -> list[Req
     arrival = profile.workload.arrival
     times = level_arrivals(arrival, level.rate, num, profile.workload.seed)
     return [replace(s, arrival_s=t) for s, t in zip(specs, times)]
-
-
-async def drive(serve: Serve, specs: list[RequestSpec], level: LoadPoint, num_warmup: int,
-                t0: float, on_record: OnRecord, on_warm: OnWarm,
-                least: tuple[int, float] | None = None,
-                ramp: tuple[str, float] = ("none", 0.0)) -> list[RequestRecord]:
-    """One level's load through `serve`, closed or open loop as the level says; `least`
-    (requests, seconds): a closed loop stops submitting once both are reached; `ramp`
-    (kind, seconds): its clients start over that time (open loops ramp in their specs)."""
-    if level.concurrency is not None:
-        return await closed_loop(serve, specs, level.concurrency, num_warmup, on_record,
-                                 on_warm, least, client_starts(level.concurrency, *ramp))
-    return await open_loop(serve, specs, num_warmup, t0, on_record, on_warm)
 
 
 async def _drive(engine: Engine, specs: list[RequestSpec], level: LoadPoint, plan: SweepPlan,

@@ -38,8 +38,29 @@ def test_sse_parser_events_comments_and_multiline():
     p = SseParser()
     lines = [b": keep-alive\n", b"data: {\"a\":\n", b"data: 1}\r\n", b"\n", b"event: x\n",
              b"data: [DONE]"]
-    assert [p.feed(line) for line in lines] == [None, None, None, '{"a":\n1}', None, None]
-    assert p.close() == "[DONE]" and p.close() is None
+    assert [p.feed(line) for line in lines] == [[], [], [], [b'{"a":\n1}'], [], []]
+    assert p.close() == b"[DONE]" and p.close() is None
+
+
+STREAM = (b": ping\r\n\r\ndata: one\r\n\r\ndata: two\n\ndata: th\ndata: ree\r\rdata: four\n\n"
+          b"event: x\ndata: five\n\n")
+
+
+@pytest.mark.parametrize("size", [1, 2, 3, 5, 7, 13, len(STREAM)])
+def test_sse_parser_any_split_gives_the_same_events(size):
+    """However the bytes are cut into reads (a CRLF or a blank line across two), the
+    events are the same, in order."""
+    p = SseParser()
+    events = [e for i in range(0, len(STREAM), size) for e in p.feed(STREAM[i:i + size])]
+    assert events == [b"one", b"two", b"th\nree", b"four", b"five"] and p.close() is None
+
+
+def test_sse_parser_reads_one_megabyte_event_whole():
+    """No read-buffer or line limit: a 1 MB data line in 64 KiB reads is one event."""
+    big = b"data: " + b"x" * 2**20 + b"\n\ndata: [DONE]\n\n"
+    p = SseParser()
+    events = [e for i in range(0, len(big), 65536) for e in p.feed(big[i:i + 65536])]
+    assert [len(e) for e in events] == [2**20, 6]
 
 
 def test_parse_chunk_kinds():

@@ -29,7 +29,7 @@ def test_chat_body_and_text_body() -> None:
     spec = RequestSpec(0, (5, 6), 3)
     chat = request_body(spec, "m", "chat")
     assert chat["messages"] == [{"role": "user", "content": "t5 t6"}] and "prompt" not in chat
-    text = request_body(spec, "m", "completions", lambda ids: "x y")
+    text = request_body(spec, "m", "completions", "x y")
     assert text["prompt"] == "x y"
 
 
