@@ -64,6 +64,7 @@ class Records:
 @dataclass(frozen=True)
 class Done:
     run: ShareRun  # its records were already streamed: run.records is empty
+    heavy: tuple[str, ...]  # heavy modules loaded by the level's end (torch must not be)
 
 
 @dataclass(frozen=True)

@@ -249,6 +249,7 @@ class _Level:
         elif isinstance(msg, Ready):
             self.barrier.ready[msg.warmup].add(i)
         elif isinstance(msg, Done):
+            self.pool.heavy.update(msg.heavy)
             self.runs[i] = msg.run
             self.pending.discard(i)
         elif isinstance(msg, Failed):

@@ -115,9 +115,8 @@ class Worker:
                     return
 
     def serve(self) -> None:
-        heavy = tuple(m for m in HEAVY if m in sys.modules)
         self.chan.send(Hello(self.index, self.who.host, self.who.pid, self.who.loop, boot_id(),
-                             heavy))
+                             _heavy()))
         threading.Thread(target=self._read, name="perfkit-worker-reader", daemon=True).start()
         while not isinstance(msg := self.inbox.get(), Stop):
             if isinstance(msg, Start):
@@ -127,7 +126,7 @@ class Worker:
         loop = new_loop()
         try:
             run = loop.run_until_complete(self._run(start))
-            self.chan.send(Done(run))
+            self.chan.send(Done(run, _heavy()))
         except Exception as err:  # the coordinator reports it: the level goes on without us
             last = traceback.extract_tb(err.__traceback__)[-1:]
             where = f" at {last[0].filename}:{last[0].lineno}" if last else ""
@@ -162,6 +161,10 @@ class Worker:
 
 def _nothing() -> None:
     pass
+
+
+def _heavy() -> tuple[str, ...]:
+    return tuple(m for m in HEAVY if m in sys.modules)
 
 
 def serve_coordinator(host: str, port: int, key: bytes, index: int) -> None:
