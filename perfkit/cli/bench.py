@@ -6,12 +6,14 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from rich.console import Group
 from rich.table import Table
 
 from perfkit.cli.common import ModelOpt, ProfileOpt, SetOpt, console, resolve_profile, user_errors
 from perfkit.errors import PerfkitError
 
 SECTIONS = ("attention", "allocator", "scheduler", "step", "guard")
+OPT_IN = ("loadgen",)  # run only when named in --only: a server and minutes of load
 
 # (section, key, label, target text, passes(value) -> bool)
 TARGETS: list[tuple[str, str, str, str, Any]] = [
@@ -35,6 +37,8 @@ TARGETS: list[tuple[str, str, str, str, Any]] = [
 
 
 def run_benches(only: list[str], profile: Any, device: str) -> dict[str, Any]:
+    if not set(only) & set(SECTIONS):
+        return {}
     import torch
 
     from perfkit.bench.allocator import bench_allocator
@@ -88,29 +92,101 @@ def render(results: dict[str, Any]) -> Table:
     return table
 
 
+def _loadgen_table(out: dict[str, Any]) -> Group:
+    from rich import box
+    from rich.console import Group
+    from rich.text import Text
+
+    t = out["timing"]
+    table = Table(title=f"Load generator against a server of known timing: TTFT "
+                  f"{t['ttft_s'] * 1e3:g} ms, a chunk every {t['gap_s'] * 1e3:g} ms, "
+                  f"{t['tokens']} chunks (times in ms)", title_justify="left",
+                  box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
+    heads = ("c", "workers", "TTFT\np50", "TTFT\np99", "ITL\np50", "ITL\np99", "deliv-\nered",
+             "chunks\n/CPU-s", "CPU µs\n/chunk", "server\nlate p99", "within")
+    for head in heads:
+        table.add_column(head, justify="right", no_wrap=True)
+
+    def ms(v: float | None) -> str:
+        return "n/a" if v is None else f"{v * 1e3:.1f}"
+
+    notes = []
+    for c in out["cells"]:
+        per, rate = c["cpu_per_chunk_s"], c["chunks_per_cpu_s"]
+        table.add_row(
+            str(c["concurrency"]), f"{c['workers']}: {c['workers_used']}",
+            ms(c["ttft_p50_s"]), ms(c["ttft_p99_s"]), ms(c["itl_p50_s"]), ms(c["itl_p99_s"]),
+            "n/a" if c["delivered"] is None else f"{c['delivered']:.1%}",
+            "n/a" if rate is None else f"{rate:,.0f}",
+            "n/a" if per is None else f"{per * 1e6:.1f}", ms(c["server_late_p99_s"]),
+            "yes" if c["within"] else "no")
+        if c["misses"]:
+            share = c["coalesced_share"]
+            read = ("" if c["itl_p50_s"] is not None or share is None
+                    else f" ({share:.0%} of chunk gaps read together: not timed)")
+            notes.append(f"c={c['concurrency']}, --workers {c['workers']}: missed "
+                         f"{', '.join(c['misses'])}{read}")
+    best = out["highest_within"]
+    notes.append("highest concurrency within every bound: "
+                 + ("none of these" if best is None else str(best)))
+    return Group(table, *(Text(n) for n in notes))
+
+
+def _loadgen(concurrency: str | None, workers: str | None, ttft: float, gap: float,
+             tokens: int) -> dict[str, Any]:
+    from perfkit.bench.loadgen import bench_loadgen
+    from perfkit.cli.common import parse_list
+    from perfkit.loadgen.auto import parse_workers
+    from perfkit.loadgen.stream_server import Timing
+
+    levels = parse_list(concurrency or "64,256,512", int, "--concurrency")
+    if any(c < 1 for c in levels):
+        raise PerfkitError(f"--concurrency: expected whole numbers >= 1, got {concurrency!r}")
+    chosen = [w.strip() for w in (workers or "1,auto").split(",") if w.strip()]
+    for w in chosen:
+        parse_workers(w)  # one-line error for a bad value
+    if not (ttft > 0 and gap > 0 and tokens >= 2):
+        raise PerfkitError("--ttft and --gap: seconds > 0; --tokens: at least 2")
+    return bench_loadgen(levels, chosen, Timing(ttft, gap, tokens),
+                         progress=lambda text: console.print(f"[dim]{text}[/]"))
+
+
 @user_errors
 def bench(
     profile: ProfileOpt = "default",
     model: ModelOpt = None,
     set_: SetOpt = None,
     only: Annotated[str | None, typer.Option(
-        help="Comma-separated subset: attention, allocator, scheduler, step, guard.")] = None,
+        help="Comma-separated subset: attention, allocator, scheduler, step, guard; and "
+        "loadgen (the load generator against a server of known timing: only when named).")
+    ] = None,
     device: Annotated[str, typer.Option(help="auto, cpu or cuda (attention).")] = "auto",
     json_path: Annotated[Path | None, typer.Option("--json", help="Write results here.")] = None,
     force: Annotated[bool, typer.Option(help="Overwrite an existing --json file.")] = False,
+    concurrency: Annotated[str | None, typer.Option(
+        help="loadgen: closed-loop concurrencies (default 64,256,512).")] = None,
+    workers: Annotated[str | None, typer.Option(
+        help="loadgen: --workers values to try at each, e.g. 1,2,auto (default 1,auto).")
+    ] = None,
+    ttft: Annotated[float, typer.Option(help="loadgen: the server's TTFT, seconds.")] = 0.02,
+    gap: Annotated[float, typer.Option(
+        help="loadgen: the server's gap between chunks, seconds.")] = 0.01,
+    tokens: Annotated[int, typer.Option(help="loadgen: chunks per response.")] = 128,
 ) -> None:
     """Microbenchmarks of the engine: paged vs dense attention, allocator, scheduler, decode step
-    (the step benchmark runs the profile's engine), tool-call guard cost per step."""
+    (the step benchmark runs the profile's engine), tool-call guard cost per step; and, when
+    asked (--only loadgen), the load generator's own error against a server of known
+    timing."""
     # imported here: torch and the engine load only when the benchmarks run, not for --help
     from perfkit.engine.device import resolve_device
     from perfkit.files import atomic_write_text, check_output, dumps
     from perfkit.measure.envinfo import collect
 
     chosen = SECTIONS if only is None else [s.strip() for s in only.split(",") if s.strip()]
-    unknown = [s for s in chosen if s not in SECTIONS]
+    unknown = [s for s in chosen if s not in SECTIONS + OPT_IN]
     if unknown or not chosen:
         raise PerfkitError(f"--only: unknown benchmark {unknown[0] if unknown else only!r}; "
-                           f"choose from {', '.join(SECTIONS)}")
+                           f"choose from {', '.join(SECTIONS + OPT_IN)}")
     if device not in ("auto", "cpu", "cuda"):
         raise PerfkitError(f"--device: expected auto, cpu or cuda, got {device!r}")
     if json_path is not None:
@@ -118,9 +194,14 @@ def bench(
     prof = resolve_profile(profile, model, set_)
     dev = str(resolve_device(device))
     results = run_benches(list(chosen), prof, dev)
+    if "loadgen" in chosen:
+        results["loadgen"] = _loadgen(concurrency, workers, ttft, gap, tokens)
     env = collect()
     results["environment"] = env.to_dict() | {"device": dev}
     results["schema"] = "perfkit.bench/1"
-    console.print(render(results))
+    if set(chosen) & set(SECTIONS):
+        console.print(render(results))
+    if "loadgen" in results:
+        console.print(_loadgen_table(results["loadgen"]))
     if json_path is not None:
         atomic_write_text(json_path, dumps(results))

@@ -53,6 +53,13 @@ class ProgressEvents:
         if self._task is not None:
             self.bar.remove_task(self._task)
             self._task = None
+        client = level.client
+        if client is not None and not self.quiet and (client.workers > 1 or client.lost
+                                                      or client.workers_chosen.startswith("a")):
+            lost = f", {len(client.lost)} lost" if client.lost else ""
+            err_console.print(f"load generator, {level.point.label}: {client.workers} "
+                              f"worker(s){lost} ({client.workers_chosen})", soft_wrap=True,
+                              highlight=False)
         prof = level.server_profile
         if prof is not None:  # --server-profile: where the trace went, or why none
             line = f"server profile, {level.point.label}: {prof.message}"
