@@ -94,3 +94,20 @@ def test_a_lost_worker_leaves_an_incomplete_level_and_the_sweep_goes_on(known_se
 
     [finding] = worker_lost([first, second], prof)
     assert "worker 1" in finding.message and "incomplete" in finding.message
+
+
+def test_workers_on_another_clock_are_probed_and_converted(known_server, monkeypatch):
+    """As on another host: the coordinator estimates each worker's clock offset from round
+    trips, sends phase origins in its own clock, and the worker converts them (here the
+    clocks are one, so the estimate must come out within its own bound of 0)."""
+    import perfkit.loadgen.pool as pool_module
+
+    monkeypatch.setattr(pool_module, "boot_id", lambda: "another-kernel")
+    server = known_server()
+    result = sweep(server.url, "2")
+    client = result.levels[0].client
+    assert client is not None and client.complete and result.levels[0].counts.requests == 16
+    for w in client.per_worker:
+        assert w.clock_offset_s is not None and w.clock_error_s is not None
+        assert abs(w.clock_offset_s) <= w.clock_error_s + 1e-6
+        assert w.clock_error_s < 0.05
