@@ -190,7 +190,7 @@ class RemoteServe:
 
     def _event(self, data: bytes, stream: _Stream, now: float) -> bool:
         """Take one event read at `now`; True when the stream is over."""
-        if data.strip() == DONE:
+        if data == DONE or (data[:1] != b"{" and data.strip() == DONE):
             stream.done = True
             return True
         chunk = parse_chunk(data)

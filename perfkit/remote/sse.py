@@ -25,8 +25,7 @@ sends it, and chunk arrival times are the inter-token samples.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 DONE = b"[DONE]"
 
@@ -39,36 +38,35 @@ class SseParser:
     Line endings may be LF, CRLF or CR (a CR at the end of a read waits for the next)."""
 
     def __init__(self) -> None:
-        self._buf = bytearray()  # bytes of the event in progress, LF line endings only
+        self._rest = b""  # bytes of the event in progress, LF line endings only
         self._cr = False  # the last read ended with a CR: its LF may start the next
 
     def feed(self, raw: bytes) -> list[bytes]:
         """The data of every event this read completes, in order (maybe none)."""
+        if self._cr or b"\r" in raw:
+            raw = self._lf(raw)
+        blocks = (self._rest + raw if self._rest else raw).split(b"\n\n")
+        self._rest = blocks.pop()  # the unfinished event (b"" after a whole one)
+        return [d for block in blocks if (d := _event_data(block)) is not None]
+
+    def _lf(self, raw: bytes) -> bytes:
+        """CRLF and CR line endings as LF; a CR that ends the read waits for the next."""
         if self._cr:
             raw, self._cr = b"\r" + raw, False
-        if b"\r" in raw:
-            if raw.endswith(b"\r"):
-                raw, self._cr = raw[:-1], True
-            raw = raw.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
-        buf = self._buf
-        start = max(len(buf) - 1, 0)  # a blank line may straddle the two reads
-        buf += raw
-        if buf.find(b"\n\n", start) < 0:
-            return []
-        blocks = bytes(buf).split(b"\n\n")
-        self._buf = bytearray(blocks.pop())
-        return [d for d in map(_event_data, blocks) if d is not None]
+        if raw.endswith(b"\r"):
+            raw, self._cr = raw[:-1], True
+        return raw.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
 
     def close(self) -> bytes | None:
         """Data of a last event the stream ended without a blank line after."""
-        rest = bytes(self._buf).strip(b"\n")
-        self._buf, self._cr = bytearray(), False
+        rest = self._rest.strip(b"\n")
+        self._rest, self._cr = b"", False
         return _event_data(rest) if rest else None
 
 
 def _event_data(block: bytes) -> bytes | None:
     """An event's data lines joined by LF; None when it has none (comments, keep-alives)."""
-    if block.startswith(b"data: ") and b"\n" not in block:
+    if block[:6] == b"data: " and b"\n" not in block:
         return block[6:]  # the common case: one data line
     data = []
     for line in block.split(b"\n"):
@@ -80,9 +78,8 @@ def _event_data(block: bytes) -> bytes | None:
     return b"\n".join(data) if data else None
 
 
-@dataclass(frozen=True)
-class Chunk:
-    """What one event says about the request."""
+class Chunk(NamedTuple):
+    """What one event says about the request (a tuple: one per streamed chunk)."""
 
     has_token: bool  # a choice that carries output (text, or a chunk before the finish)
     finish_reason: str | None
@@ -103,7 +100,7 @@ def _str(value: Any) -> str:
 def parse_chunk(data: str | bytes) -> Chunk:
     """One event's JSON; ValueError when it is not a JSON object. Fields of the wrong
     type count as absent: a malformed chunk never raises anything else."""
-    obj = json.loads(data)
+    obj = json.loads(data.decode("utf-8", "replace") if isinstance(data, bytes) else data)
     if not isinstance(obj, dict):
         raise ValueError(f"expected a JSON object, got {type(obj).__name__}")
     if "error" in obj:
