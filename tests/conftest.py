@@ -36,3 +36,20 @@ def cli():
         return runner.invoke(app, list(args), catch_exceptions=False, terminal_width=width)
 
     return invoke
+
+
+@pytest.fixture
+def stub():
+    """Start scriptable OpenAI-style streaming stubs (tests/stub_server.py): stub(**config)."""
+    from stub_server import Stub, StubConfig
+
+    started: list[Stub] = []
+
+    def start(**kwargs):
+        server = Stub(StubConfig(**kwargs)).start()
+        started.append(server)
+        return server
+
+    yield start
+    for server in started:
+        server.stop()

@@ -1,3 +1,5 @@
-"""The load generator at scale: worker processes on one host, Ray actors across hosts,
-a coordinator that deals one schedule out and merges the records streamed back, and the
-client's own error (perfkit.remote holds the HTTP client each worker runs)."""
+"""The load generator: the HTTP client (client.py, sse.py, text.py) and its own cost and
+error (overhead.py), one worker's share of a level (core.py), and at scale worker
+processes on one host or Ray actors across hosts (worker.py, pool.py, local.py,
+ray_actors.py), with a coordinator that deals one schedule out (deal.py) and merges the
+records streamed back."""

@@ -10,9 +10,9 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from perfkit.loadgen.client import RemoteServe, Target, TextOf, open_session
+from perfkit.loadgen.overhead import WorkerIdentity, WorkerMeter
 from perfkit.records import RequestRecord
-from perfkit.remote.client import RemoteServe, Target, TextOf, open_session
-from perfkit.remote.overhead import WorkerIdentity, WorkerMeter
 from perfkit.result.point import LoadPoint
 from perfkit.result.remote import WorkerCost
 from perfkit.sweep.load import OnWarm, Pacing, PhaseGate, drive

@@ -38,8 +38,8 @@ from perfkit.loadgen.messages import (
     Start,
     Stop,
 )
+from perfkit.loadgen.overhead import WorkerIdentity
 from perfkit.records import RequestRecord
-from perfkit.remote.overhead import WorkerIdentity
 
 RECORDS_EVERY_S = 0.1
 HEAVY = ("torch", "numpy", "tokenizers", "ray", "perfkit.engine")

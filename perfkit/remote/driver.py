@@ -7,7 +7,7 @@ each worker process (or Ray actor) runs its share and streams its records back
 (loadgen/pool.py). Around the load, here: the process samplers (this process's CPU and
 GC), with --scrape-metrics the Prometheus scraper (its own thread), and with
 --server-profile the server's profiler around the measured phase. All of them restart
-when the measured phase starts. Each worker measures its own cost (remote/overhead.py).
+when the measured phase starts. Each worker measures its own cost (loadgen/overhead.py).
 """
 
 from __future__ import annotations
@@ -24,13 +24,13 @@ from types import TracebackType
 from perfkit import clock
 from perfkit.config.schema import Profile
 from perfkit.loadgen.auto import WorkerChoice
+from perfkit.loadgen.client import Render, Target
 from perfkit.loadgen.core import LevelJob, ShareRun, loop_name, new_loop, run_share
 from perfkit.loadgen.deal import deal
+from perfkit.loadgen.overhead import WorkerIdentity, level_overhead
 from perfkit.measure.samplers import LevelSamplers
 from perfkit.records import RequestRecord
-from perfkit.remote.client import Render, Target
 from perfkit.remote.level import RemoteRun, remote_level_result
-from perfkit.remote.overhead import WorkerIdentity, level_overhead
 from perfkit.remote.profile import ProfileCall
 from perfkit.remote.scrape import Scraper
 from perfkit.result.level import LevelResult, LoadPoint

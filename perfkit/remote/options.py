@@ -16,7 +16,7 @@ class TargetOptions:
     api_key_env: str | None = None
     timeout_s: float | None = None
     scrape_url: str | None = None
-    tokenizer: Path | None = None  # --tokenizer DIR: text prompts (remote/text.py)
+    tokenizer: Path | None = None  # --tokenizer DIR: text prompts (loadgen/text.py)
     endpoint: str = "completions"  # --endpoint completions|chat
     server_profile: str | None = None  # --server-profile LEVELS (remote/profile.py)
     server_profile_dir: Path | None = None  # --server-profile-dir DIR

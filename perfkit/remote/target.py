@@ -20,11 +20,11 @@ import aiohttp
 from perfkit.config.schema import Profile
 from perfkit.errors import PerfkitError
 from perfkit.loadgen.auto import WorkerChoice, parse_workers
-from perfkit.remote.client import Target, error_kind
+from perfkit.loadgen.client import Target, error_kind
+from perfkit.loadgen.text import load_renderer
 from perfkit.remote.driver import RemoteSweep
 from perfkit.remote.options import TargetOptions
 from perfkit.remote.profile import profile_keys
-from perfkit.remote.text import load_renderer
 from perfkit.sweep.plan import SweepPlan
 
 DEFAULT_TIMEOUT_S = 60.0

@@ -9,8 +9,8 @@ import pytest
 from levels import level as typed_level
 
 from perfkit.config.profile import Overrides, load_profile
+from perfkit.loadgen.overhead import achieved_concurrency, level_overhead
 from perfkit.records import RequestRecord
-from perfkit.remote.overhead import achieved_concurrency, level_overhead
 from perfkit.remote.stream import stream_stats
 from perfkit.result.level import LevelResult
 from perfkit.result.point import LoadPoint

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import time
 
-from perfkit.remote.client import RemoteServe, Target, open_session
+from perfkit.loadgen.client import RemoteServe, Target, open_session
 from perfkit.workload import RequestSpec
 
 

@@ -38,9 +38,9 @@ from dataclasses import dataclass, field
 
 import aiohttp
 
+from perfkit.loadgen.sse import DONE, SseParser, parse_chunk, usage_counts
+from perfkit.loadgen.text import word_text
 from perfkit.records import RequestRecord
-from perfkit.remote.sse import DONE, SseParser, parse_chunk, usage_counts
-from perfkit.remote.text import word_text
 from perfkit.workload import RequestSpec
 
 ADMISSION_STATUSES = frozenset({400, 413, 429})  # the server refused the request up front
@@ -85,7 +85,7 @@ def error_kind(err: BaseException) -> str:
     return f"client error ({type(err).__name__})"
 
 
-Render = Callable[[tuple[int, ...]], str]  # token ids -> text (remote/text.py)
+Render = Callable[[tuple[int, ...]], str]  # token ids -> text (loadgen/text.py)
 TextOf = Callable[[RequestSpec], str]  # a spec's prompt as text (rendered ahead, by id)
 
 

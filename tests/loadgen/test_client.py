@@ -9,8 +9,8 @@ import time
 import pytest
 
 from perfkit.errors import PerfkitError
-from perfkit.remote.client import RemoteServe, Target, open_session, request_body
-from perfkit.remote.sse import SseParser, parse_chunk, usage_counts
+from perfkit.loadgen.client import RemoteServe, Target, open_session, request_body
+from perfkit.loadgen.sse import SseParser, parse_chunk, usage_counts
 from perfkit.remote.target import check_url, resolve_target
 from perfkit.workload import RequestSpec
 

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from perfkit.remote.client import request_body
-from perfkit.remote.text import load_renderer
+from perfkit.loadgen.client import request_body
+from perfkit.loadgen.text import load_renderer
 from perfkit.remote.tiny_model import write_tiny_model
 from perfkit.serve.testing import running_server
 from perfkit.workload import RequestSpec

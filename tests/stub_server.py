@@ -1,4 +1,5 @@
-"""A scriptable OpenAI-style streaming stub on a loopback port, run in its own thread.
+"""A scriptable OpenAI-style streaming stub on a loopback port, run in its own thread
+(tests/remote and tests/loadgen).
 
 It streams `tokens_per_chunk` tokens per SSE chunk, can refuse (status + Retry-After),
 stall, send no usage, cut a stream after a few chunks, or die: after `die_after`
@@ -14,12 +15,11 @@ import asyncio
 import json
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import pytest
 from aiohttp import web
 
 
@@ -166,17 +166,3 @@ class Stub:
             await resp.write(_sse({"choices": [], "usage": usage}))
         await resp.write(b"data: [DONE]\n\n")
         return resp
-
-
-@pytest.fixture
-def stub() -> Iterator[Callable[..., Stub]]:
-    started: list[Stub] = []
-
-    def start(**kwargs: Any) -> Stub:
-        server = Stub(StubConfig(**kwargs)).start()
-        started.append(server)
-        return server
-
-    yield start
-    for server in started:
-        server.stop()
