@@ -97,9 +97,23 @@ def _str(value: Any) -> str:
     return value if isinstance(value, str) else ""
 
 
+TOKEN = Chunk(True, None, None, None)
+_NULL_REASON = (b'"finish_reason":null', b'"finish_reason": null')
+
+
 def parse_chunk(data: str | bytes) -> Chunk:
     """One event's JSON; ValueError when it is not a JSON object. Fields of the wrong
-    type count as absent: a malformed chunk never raises anything else."""
+    type count as absent: a malformed chunk never raises anything else.
+
+    Most chunks of a stream are one token, with one finish_reason, null, and neither usage
+    nor an error: those are known without decoding the JSON (quotes inside JSON strings
+    are escaped, so these byte patterns can only be keys; a test holds this fast path to
+    the decoder on any JSON). Anything else is decoded."""
+    if (isinstance(data, bytes) and data[:1] == b"{" and data[-1:] == b"}"
+            and data.count(b'"finish_reason"') == 1
+            and (_NULL_REASON[0] in data or _NULL_REASON[1] in data)
+            and b'"usage"' not in data and b'"error"' not in data):
+        return TOKEN
     obj = json.loads(data.decode("utf-8", "replace") if isinstance(data, bytes) else data)
     if not isinstance(obj, dict):
         raise ValueError(f"expected a JSON object, got {type(obj).__name__}")

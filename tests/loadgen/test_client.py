@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import socket
 import time
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from perfkit.errors import PerfkitError
 from perfkit.loadgen.client import RemoteServe, Target, open_session, request_body
@@ -165,3 +168,40 @@ def test_resolve_target_errors(monkeypatch):
     for bad in ("localhost:8000", "ftp://x/v1", "http://:80/v1", "http://h:notaport/v1"):
         with pytest.raises(PerfkitError, match="--target: expected an http"):
             check_url(bad, "--target")
+
+
+_TEXT = st.text(alphabet=st.sampled_from('ab "\\:{}[],nul\n\u00e9'), max_size=30)
+_CHOICE = st.fixed_dictionaries(
+    {"index": st.integers(0, 3)},
+    optional={"text": _TEXT, "delta": st.fixed_dictionaries({}, optional={"content": _TEXT}),
+              "finish_reason": st.one_of(st.none(), st.sampled_from(["length", "stop"]), _TEXT),
+              "logprobs": st.none()})
+_CHUNK = st.fixed_dictionaries(
+    {"id": _TEXT, "choices": st.lists(_CHOICE, max_size=2)},
+    optional={"usage": st.fixed_dictionaries({"prompt_tokens": st.integers(0, 9)}),
+              "error": st.fixed_dictionaries({"message": _TEXT}), "note": _TEXT})
+
+
+@given(chunk=_CHUNK, spaced=st.booleans())
+def test_token_fast_path_agrees_with_the_decoder(chunk, spaced):
+    """parse_chunk on bytes (which may skip the JSON decoder for plain token chunks) gives
+    what the decoder gives, whatever the texts hold (quotes, colons, the key's own name)."""
+    text = json.dumps(chunk, separators=(", ", ": ") if spaced else (",", ":"))
+    assert parse_chunk(text.encode()) == parse_chunk(text)
+
+
+_TRICKY = st.lists(st.sampled_from(['"finish_reason":', '"usage"', '"error"', "null",
+                                     '"length"', " ", "\\", "x", "}", "{"]),
+                   max_size=6).map("".join)
+
+
+@given(text=_TRICKY, other=_TRICKY, chat=st.booleans(), spaced=st.booleans(),
+       extra=st.sampled_from([{}, {"usage": {"completion_tokens": 3}},
+                              {"error": {"message": "x"}}, {"note": None}]))
+def test_token_chunks_whose_texts_mimic_the_keys(text, other, chat, spaced, extra):
+    """The chunks the fast path takes (and near misses: usage or an error beside a null
+    finish reason), with texts made of the very bytes it looks for."""
+    choice = ({"index": 0, "delta": {"content": text}} if chat else {"index": 0, "text": text})
+    chunk = {"id": other, "choices": [choice | {"finish_reason": None}], "note": other} | extra
+    raw = json.dumps(chunk, separators=(", ", ": ") if spaced else (",", ":"))
+    assert parse_chunk(raw.encode()) == parse_chunk(raw)
