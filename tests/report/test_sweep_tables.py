@@ -64,8 +64,10 @@ def test_remote_level_prints_na_for_steps_and_blocks_and_its_scraped_kv_share():
         "| c=8 | 10 | 640 | 0 | n/a | n/a | n/a | n/a | 10% | n/a |"]  # nothing scraped
     cpu = _section(md, "CPU, GC, GPU (noisy)")
     assert [row.split(" | ")[4] for row in cpu[2:]] == ["n/a", "n/a"]  # faults per step
-    assert _section(md, "Remote target: errors (count) and load-generator cost (noisy)")[2:] == [
-        "| c=4 | 1 | 10% | 10.0 | 2.0 |", "| c=8 | 1 | 10% | 10.0 | 2.0 |"]
+    client = "Remote target: errors (count); the load generator's cost and error (noisy)"
+    assert _section(md, client)[2:] == [  # errors, workers, busiest CPU, CPU/chunk, lag, ...
+        "| c=4 | 1 | 1 | 10% | n/a | 2.0 | n/a | n/a |",
+        "| c=8 | 1 | 1 | 10% | n/a | 2.0 | n/a | n/a |"]
     rows = _csv_rows(result)
     assert [(r["preemptions"], r["peak_blocks_used"], r["blocks_total"]) for r in rows] == [
         ("3", "n/a", "n/a"), ("n/a", "n/a", "n/a")]
