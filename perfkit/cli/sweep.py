@@ -237,8 +237,11 @@ def sweep(
 
         err_console.print(f"report: {write_report([result], path.with_suffix('.html'))}")
     if not result.complete:
-        err_console.print(f"Interrupted: {len(result.levels)} level(s) kept"
-                          + (f" in {path}" if path else "") + ".")
+        kept = f"{len(result.levels)} level(s) kept" + (f" in {path}" if path else "")
+        if result.stop_reason is not None:
+            err_console.print(f"[red]Stopped[/]: {result.stop_reason}; {kept}.")
+            raise typer.Exit(1)
+        err_console.print(f"Interrupted: {kept}.")
         raise typer.Exit(130)
 
 

@@ -21,6 +21,8 @@ What a record holds (times in seconds since the level started, perf_counter):
                   says whether any response carried it: vLLM only with
                   --enable-prompt-tokens-details).
   scheduled_s     None: a client cannot see when the server scheduled a request.
+A target that refuses every connection for DOWN_AFTER_S is `down`: the loops send no more
+requests (sweep/load.py: Pacing.halted) and the sweep stops after the level.
 Failures never raise: 429 and 400 (admission refused) set `rejected` to "http 429" /
 "http 400"; other HTTP statuses, timeouts, refused connections and streams that end
 early, or that the server aborts (finish_reason "abort"), set finish_reason "error".
@@ -44,6 +46,8 @@ from perfkit.records import RequestRecord
 from perfkit.workload import RequestSpec
 
 ADMISSION_STATUSES = frozenset({400, 413, 429})  # the server refused the request up front
+UNREACHABLE = frozenset({"connection refused", "connect error"})
+DOWN_AFTER_S = 3.0  # every connection refused this long: the target is down
 ABORTED = frozenset({"abort", "error"})  # finish reasons of a request the server cut short
 
 
@@ -143,6 +147,8 @@ class RemoteServe:
         self.errors: dict[int, str] = {}  # request id -> failure kind
         self.retry_after_s: list[float] = []  # Retry-After values of refused requests
         self.cached_reported = False  # some usage carried prompt_tokens_details.cached_tokens
+        self.refused_since: float | None = None  # first of an unbroken run of refusals
+        self.down: str | None = None  # why the target counts as down (no more requests)
 
     async def __call__(self, spec: RequestSpec, warmup: bool,
                        arrival_s: float | None = None) -> RequestRecord:
@@ -230,3 +236,16 @@ class RemoteServe:
         if stream.error is not None:
             rec.error = stream.error
             self.errors[rec.request_id] = stream.error
+        self._watch(stream.error)
+
+    def _watch(self, error: str | None) -> None:
+        """A target that refused every connection for DOWN_AFTER_S is down: say so once."""
+        if error not in UNREACHABLE:
+            self.refused_since = None
+            return
+        now = time.perf_counter()
+        if self.refused_since is None:
+            self.refused_since = now
+        elif self.down is None and now - self.refused_since >= DOWN_AFTER_S:
+            self.down = (f"{self.target.url} refused every connection for "
+                         f"{now - self.refused_since:.1f} s")

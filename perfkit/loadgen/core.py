@@ -43,6 +43,7 @@ class ShareRun:
     cached_reported: bool
     cost: WorkerCost
     lags: list[float] = field(default_factory=list)  # its loop-lag samples (pooled later)
+    target_down: str | None = None  # why it stopped sending: the target refused everything
 
 
 def text_of(texts: dict[int, str] | None) -> TextOf | None:
@@ -72,15 +73,16 @@ async def run_share(job: LevelJob, t0: float, who: WorkerIdentity,
     """Run the share: records go to `on_record` as they end; `t0`: the level's origin on
     this process's perf_counter; `clock`: its offset from the coordinator's and the bound."""
     meter = WorkerMeter(cpu_clock)
-    paced = Pacing(t0, _MeteredGate(gate, meter))
     async with open_session(job.target, job.clients or 0) as session:
         serve = RemoteServe(session, job.target, t0, text_of(job.texts))
+        paced = Pacing(t0, _MeteredGate(gate, meter), lambda: serve.down is not None)
         meter.start()
         records = await drive(serve, job.specs, job.point, job.num_warmup, t0, on_record,
                               on_warm, job.least, job.ramp, paced, job.clients)
         lags = list(meter.lags)
         cost = await meter.stop(who, job.clients, t0, records, clock)
-    return ShareRun(records, serve.retry_after_s, serve.cached_reported, cost, lags)
+    return ShareRun(records, serve.retry_after_s, serve.cached_reported, cost, lags,
+                    serve.down)
 
 
 def loop_name() -> str:

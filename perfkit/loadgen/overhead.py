@@ -133,7 +133,8 @@ def _sum(values: Sequence[float | None]) -> float | None:
 
 def level_overhead(point: LoadPoint, costs: list[WorkerCost], records: list[RequestRecord],
                    lags: list[float], chosen: str = "", lost: Sequence[LostWorker] = (),
-                   cores: int | None = None) -> ClientOverhead:
+                   cores: int | None = None, target_down: str | None = None
+                   ) -> ClientOverhead:
     """Every worker's cost as one level's; `lags` pools the workers' loop-lag samples.
     Costs are those of the workers that finished; `lost` ones make the level incomplete."""
     measured = [r for r in records if not r.warmup]
@@ -156,4 +157,5 @@ def level_overhead(point: LoadPoint, costs: list[WorkerCost], records: list[Requ
         cpu_per_chunk_s=cpu / chunks if chunks else None,
         send_late=to_json(distribution(_late(measured))),
         achieved_concurrency=achieved, achieved_rate=rate, scheduled_rate=scheduled,
-        load_error=error, complete=not lost, per_worker=costs, lost=list(lost))
+        load_error=error, complete=not lost, target_down=target_down, per_worker=costs,
+        lost=list(lost))

@@ -181,7 +181,8 @@ class RemoteRunner:
         finally:
             loop.close()
         overhead = level_overhead(point, [run.cost], run.records, run.lags,
-                                  self.sweep.workers.describe(1), (), self.sweep.workers.cores)
+                                  self.sweep.workers.describe(1), (), self.sweep.workers.cores,
+                                  run.target_down)
         return RemoteRun(point, repeat, run.records, _errors(run.records), run.retry_after_s,
                          overhead, server, samplers.stop(), run.cached_reported, profiled)
 
@@ -212,8 +213,9 @@ def _merged(sweep: RemoteSweep, point: LoadPoint, repeat: int, runs: list[ShareR
     records = sorted(records, key=lambda r: r.request_id)
     retry = [s for run in runs for s in run.retry_after_s]
     lags = [lag for run in runs for lag in run.lags]
+    down = next((run.target_down for run in runs if run.target_down), None)
     overhead = level_overhead(point, [run.cost for run in runs], records, lags,
-                              sweep.workers.describe(n), lost, sweep.workers.cores)
+                              sweep.workers.describe(n), lost, sweep.workers.cores, down)
     return RemoteRun(point, repeat, records, _errors(records), retry, overhead, server,
                      samplers.stop(), any(run.cached_reported for run in runs), profiled)
 

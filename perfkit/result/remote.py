@@ -100,6 +100,7 @@ class ClientOverhead:
     scheduled_rate: float | None = None  # open loop: the schedule's own rate, same window
     load_error: float | None = None  # achieved / configured - 1 (concurrency or rate)
     complete: bool = True  # every worker reported its end (False: the level lost one)
+    target_down: str | None = None  # the level stopped sending: the target refused everything
     per_worker: list[WorkerCost] = field(default_factory=list)  # the workers that finished
     lost: list[LostWorker] = field(default_factory=list)  # the ones that did not
 

@@ -87,6 +87,7 @@ class SweepResult:
     knee: Knee | None = None
     findings: list[Finding] = field(default_factory=list)
     complete: bool = False  # False until the last level is written
+    stop_reason: str | None = None  # why it ended before its last level (None: it did not)
     search: SearchResult | None = None  # sweep --search: the highest load meeting the SLOs
     lockstep: LockstepInfo | None = None  # sweep --lockstep: turns taken with a peer sweep
 

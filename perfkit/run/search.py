@@ -28,7 +28,9 @@ from perfkit.run.sweep import (
     LevelRunner,
     QuietEvents,
     SweepEvents,
+    TargetDown,
     TargetOptions,
+    check_target,
     conclude,
     level_runner,
 )
@@ -83,6 +85,7 @@ class Search:
         for new in range(1, MAX_RUNS + 1):
             level = self.run_one(self.point(x), len(runs))
             self.writer.add_level(level)
+            check_target(level)
             runs.append(level)
             step = decide(runs, x, self.target)
             if step.decision != "uncertain" or new == MAX_RUNS or self.stop():
@@ -201,6 +204,10 @@ def _search(prof: Profile, path: Path | None, plan: SweepPlan, axis: str, run: L
     except KeyboardInterrupt:  # as run_sweep: keep what was decided, complete=False
         best, fail = search.bounds()
         complete = False
+    except TargetDown as down:
+        best, fail = search.bounds()
+        complete = False
+        writer.result = replace(writer.result, stop_reason=str(down))
     slo = prof.slo
     targets = {"ttft_s": slo.ttft_s, "tpot_s": slo.tpot_s, "e2e_s": slo.e2e_s}
     words = ", ".join(f"{k.removesuffix('_s').upper()} <= {v * 1e3:g} ms"

@@ -142,9 +142,21 @@ def _with_stacks(run_one: LevelRunner, point: LoadPoint, repeat: int, plan: Swee
     return replace(level, stacks=info)
 
 
+class TargetDown(Exception):
+    """The target refused every connection: no level after this one can measure anything."""
+
+
+def check_target(level: LevelResult) -> None:
+    """Raise TargetDown after a level whose target stopped answering."""
+    if level.client is not None and level.client.target_down is not None:
+        raise TargetDown(f"the target stopped answering at {level.point.label}: "
+                         f"{level.client.target_down}")
+
+
 def _levels(run_one: LevelRunner, plan: SweepPlan, writer: ResultWriter,
             stacks: StackOptions | None, events: SweepEvents, stop: Callable[[], bool]) -> bool:
-    """Every (level, repeat); True when all ran."""
+    """Every (level, repeat); True when all ran; TargetDown after a level whose target
+    stopped answering (that level written)."""
     runs = plan.schedule()
     for i, (point, repeat) in enumerate(runs):
         if stop():
@@ -156,6 +168,7 @@ def _levels(run_one: LevelRunner, plan: SweepPlan, writer: ResultWriter,
         else:
             level = _with_stacks(run_one, point, repeat, plan, stacks, events, writer.path)
         writer.add_level(level)
+        check_target(level)
     return True
 
 
@@ -178,6 +191,9 @@ def run_sweep(prof: Profile, path: Path | None = None, *, samplers: bool = True,
                                    stop)
             except KeyboardInterrupt:
                 complete = False
+            except TargetDown as down:
+                complete = False
+                writer.result = replace(writer.result, stop_reason=str(down))
     if side is not None:
         writer.result = replace(writer.result, lockstep=side.info())
     return conclude(writer, prof, complete)

@@ -71,10 +71,13 @@ def _fix(client: ClientOverhead) -> str:
 
 
 def client_bound(levels: list[LevelResult], profile: Profile) -> list[Finding]:
-    """The first level where a worker fell behind: which, by how much, and the fix."""
+    """The first level where a worker fell behind: which, by how much, and the fix. Not
+    on a level where most requests failed: a loop that spins through instant failures
+    is busy without being behind (http_errors says what happened)."""
     for lv in levels:
         client = lv.client
-        if client is None:
+        failed = lv.errors.total if lv.errors is not None else 0
+        if client is None or failed * 2 > max(client.requests, 1):
             continue
         behind = [(w, why) for w in _workers(client) if (why := _behind(w))]
         if not behind:

@@ -98,6 +98,7 @@ class Pacing:
 
     t0: float
     gate: PhaseGate | None = None
+    halted: Callable[[], bool] = lambda: False  # True: send nothing more (target down)
 
 
 async def _origin(pacing: Pacing | None, warmup: bool, default: float) -> float:
@@ -182,11 +183,14 @@ async def closed_loop(serve: Serve, specs: list[RequestSpec], concurrency: int,
     """
     records: list[RequestRecord] = []
     t0 = None if pacing is None else pacing.t0
+    halted = (lambda: False) if pacing is None else pacing.halted
 
     async def client(feed: Iterator[list[RequestSpec]], warmup: bool, due: float) -> None:
         await _sleep_until(due)
         for turns in feed:
             for i, spec in enumerate(turns):
+                if halted():
+                    return
                 if i and spec.think_s > 0:
                     await asyncio.sleep(spec.think_s)
                     due += spec.think_s
@@ -222,7 +226,9 @@ async def open_loop(serve: Serve, specs: list[RequestSpec], num_warmup: int,
     ended: dict[tuple[int | None, int], asyncio.Event] = {
         (s.conversation, s.turn): asyncio.Event() for s in specs if s.conversation is not None}
 
-    async def one(spec: RequestSpec, start: float, warmup: bool) -> RequestRecord:
+    halted = (lambda: False) if pacing is None else pacing.halted
+
+    async def one(spec: RequestSpec, start: float, warmup: bool) -> RequestRecord | None:
         delay = start + spec.arrival_s - now()
         if delay > 0:
             await asyncio.sleep(delay)
@@ -232,6 +238,10 @@ async def open_loop(serve: Serve, specs: list[RequestSpec], num_warmup: int,
             await previous.wait()
             await asyncio.sleep(spec.think_s)
             arrival = max(arrival, now())
+        if halted():
+            if spec.conversation is not None:  # its later turns must not wait for it
+                ended[(spec.conversation, spec.turn)].set()
+            return None
         record = await serve(spec, warmup, arrival - t0)
         if spec.conversation is not None:
             ended[(spec.conversation, spec.turn)].set()
@@ -243,7 +253,8 @@ async def open_loop(serve: Serve, specs: list[RequestSpec], num_warmup: int,
         if not phase and (pacing is None or pacing.gate is None):
             continue
         start = await _origin(pacing, warmup, now() - (phase[0].arrival_s if phase else 0.0))
-        records += await asyncio.gather(*(one(s, start, warmup) for s in phase))
+        sent = await asyncio.gather(*(one(s, start, warmup) for s in phase))
+        records += [r for r in sent if r is not None]
         if warmup:
             await _warm_done(on_warm)
     return records

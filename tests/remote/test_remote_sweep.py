@@ -126,3 +126,27 @@ def test_remote_findings_fire_on_crafted_levels():
     failing["errors"] = {"total": 2, "by_kind": {"http 503": 2}, "warmup": 0,
                          "retry_after_s_max": None}
     assert ids(failing) == {"http_errors"}
+
+
+def test_a_dead_target_stops_the_sweep_with_what_was_measured(cli, stub, tmp_path,
+                                                               monkeypatch):
+    """A target that refuses every connection for DOWN_AFTER_S: the level sends nothing
+    more, the sweep stops after it (exit 1, one line), the file keeps that level."""
+    import perfkit.loadgen.client as client
+
+    monkeypatch.setattr(client, "DOWN_AFTER_S", 0.05)
+    server = stub(die_after=4, chunk_gap_s=0.001)
+    path = tmp_path / "r.json"
+    result = cli("sweep", "--target", server.url, "--requests", "400", "--warmup", "0",
+                 "--concurrency", "1,2", "--json", str(path), "--format", "json")
+    assert result.exit_code == 1, result.stderr
+    assert "Stopped: the target stopped answering at concurrency 1" in result.stderr
+    assert "refused every connection" in result.stderr
+    doc = json.loads(path.read_text())
+    jsonschema.validate(doc, SCHEMA)
+    assert doc["complete"] is False and len(doc["levels"]) == 1
+    assert doc["stop_reason"].startswith("the target stopped answering")
+    level = doc["levels"][0]
+    assert level["client"]["target_down"] is not None
+    assert level["counts"]["requests"] < 400  # it stopped sending
+    assert "client_bound" not in {f["id"] for f in doc["findings"]}
