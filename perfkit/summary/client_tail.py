@@ -26,19 +26,22 @@ from perfkit.result.tail import TAIL_Q, quantile
 from perfkit.summary.tail_breakdown import MEDIAN_HI, MEDIAN_LO
 
 
-def stalls_of(times: list[float]) -> tuple[float | None, list[Stall]]:
-    """(the median gap, every stall in order) of one request's chunk times."""
+def stalls_of(times: list[float], coalesced: bool = False) -> tuple[float | None, list[Stall]]:
+    """(the median gap, every stall in order) of one request's chunk times. `coalesced`:
+    some chunks came in one read with the one before; their zero gaps were not timed and
+    stay out of the median (summary/latency.py: timed_gaps)."""
     gaps = [b - a for a, b in pairwise(times)]
-    if len(gaps) < MIN_GAPS:
+    timed = [g for g in gaps if g > 0.0] if coalesced else gaps
+    if len(timed) < MIN_GAPS:
         return None, []
-    mid = median(gaps)
+    mid = median(timed)
     limit = max(STALL_FACTOR * mid, MIN_STALL_S)
     return mid, [Stall(i + 1, g) for i, g in enumerate(gaps) if g > limit]
 
 
 def client_request(rec: RequestRecord) -> ClientRequest:
     times, ttft = rec.token_times_s, rec.ttft_s or 0.0
-    mid, stalls = stalls_of(times)
+    mid, stalls = stalls_of(times, rec.coalesced_chunks > 0)
     kept = sorted(sorted(stalls, key=lambda s: -s.gap_s)[:MAX_STALLS_KEPT], key=lambda s: s.index)
     return ClientRequest(rec.request_id, ttft, rec.tpot_s, times[-1] - times[0] if times else 0.0,
                          mid, len(stalls), sum(s.gap_s for s in stalls), kept)

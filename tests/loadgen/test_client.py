@@ -8,7 +8,7 @@ import socket
 import time
 
 import pytest
-from hypothesis import given
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from perfkit.errors import PerfkitError
@@ -170,7 +170,7 @@ def test_resolve_target_errors(monkeypatch):
             check_url(bad, "--target")
 
 
-_TEXT = st.text(alphabet=st.sampled_from('ab "\\:{}[],nul\n\u00e9'), max_size=30)
+_TEXT = st.text(alphabet=st.sampled_from('ab "\\:{}[],nul\n\u00e9'), max_size=12)
 _CHOICE = st.fixed_dictionaries(
     {"index": st.integers(0, 3)},
     optional={"text": _TEXT, "delta": st.fixed_dictionaries({}, optional={"content": _TEXT}),
@@ -182,6 +182,7 @@ _CHUNK = st.fixed_dictionaries(
               "error": st.fixed_dictionaries({"message": _TEXT}), "note": _TEXT})
 
 
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(chunk=_CHUNK, spaced=st.booleans())
 def test_token_fast_path_agrees_with_the_decoder(chunk, spaced):
     """parse_chunk on bytes (which may skip the JSON decoder for plain token chunks) gives
@@ -195,6 +196,7 @@ _TRICKY = st.lists(st.sampled_from(['"finish_reason":', '"usage"', '"error"', "n
                    max_size=6).map("".join)
 
 
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(text=_TRICKY, other=_TRICKY, chat=st.booleans(), spaced=st.booleans(),
        extra=st.sampled_from([{}, {"usage": {"completion_tokens": 3}},
                               {"error": {"message": "x"}}, {"note": None}]))

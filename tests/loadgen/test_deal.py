@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
-from hypothesis import given
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from perfkit.loadgen.deal import deal, split_clients
@@ -28,6 +28,7 @@ def test_split_clients_is_as_even_as_it_goes():
     assert sum(split_clients(513, 7)) == 513
 
 
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(n=st.integers(0, 60), warm=st.integers(0, 10), workers=st.integers(1, 6),
        clients=st.integers(1, 20), turns=st.integers(1, 3))
 def test_every_spec_goes_to_exactly_one_worker_in_level_order(n, warm, workers, clients,
