@@ -51,29 +51,29 @@ def _command_md(command: Any, ctx: Any, path: str, level: int) -> list[str]:
     return out
 
 
-def command_names() -> list[str]:
-    """The top-level commands `perfkit --help` lists, in its order."""
+def _root() -> tuple[Any, Any]:
+    """The `perfkit` group as click sees it, and its context."""
     import typer.main
 
     from perfkit.cli.main import app
 
-    root = typer.main.get_command(app)
-    ctx = typer.Context(root, info_name="perfkit")
+    root: Any = typer.main.get_command(app)
+    return root, typer.Context(root, info_name="perfkit")
+
+
+def command_names() -> list[str]:
+    """The top-level commands `perfkit --help` lists, in its order."""
+    root, ctx = _root()
     return list(root.list_commands(ctx))
 
 
 def cli_reference() -> str:
     """Markdown for every command, from the Typer app itself."""
-    import typer.main
-
-    from perfkit.cli.main import app
-
-    root = typer.main.get_command(app)
-    ctx = typer.Context(root, info_name="perfkit")
+    root, ctx = _root()
     out: list[str] = []
     for name in root.list_commands(ctx):
         command = root.get_command(ctx, name)
-        out += _command_md(command, typer.Context(command, info_name=name, parent=ctx),
+        out += _command_md(command, type(ctx)(command, info_name=name, parent=ctx),
                            f"perfkit {name}", 2)
     return "\n".join(out)
 
@@ -136,8 +136,7 @@ def field_comments(cls: type) -> dict[str, str]:
 
 def _model_classes() -> dict[str, type]:
     import perfkit.result as result
-    from perfkit.result import level, remote, search, stacks, sweep, tail
-    from perfkit.result import client_tail, point
+    from perfkit.result import client_tail, level, point, remote, search, stacks, sweep, tail
 
     out: dict[str, type] = {}
     for module in (result, level, remote, search, stacks, sweep, tail, client_tail, point):

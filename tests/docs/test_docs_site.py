@@ -35,7 +35,9 @@ def test_every_command_has_a_page_in_the_nav_and_the_readme(name):
 def test_help_of_every_command_and_subcommand_runs(cli):
     import typer
 
-    root = typer.main.get_command(__import__("perfkit.cli.main", fromlist=["app"]).app)
+    from perfkit.cli.main import app
+
+    root = typer.main.get_command(app)
     ctx = typer.Context(root, info_name="perfkit")
     paths = [[name] for name in COMMANDS]
     for name in COMMANDS:
