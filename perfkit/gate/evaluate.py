@@ -57,7 +57,7 @@ def _input_notes(baseline: SweepResult, current: SweepResult, rows: list[GateRow
     runs = min(num_repeats(baseline), num_repeats(current))
     if 0 < runs < stats.MIN_PAIRS:
         notes.append(f"{runs} paired run(s): noisy metrics need >= {stats.MIN_PAIRS} pairs "
-                     "(baseline and current runs interleaved: see the README's CI recipe)")
+                     "(baseline and current runs interleaved: see the CI recipe, docs/gate.md)")
     undecided = sum(r.verdict == "inconclusive" and r.required for r in rows)
     if undecided:
         allowed = "allowed by --allow-inconclusive" if allow_inconclusive else \

@@ -138,7 +138,7 @@ def _rule(direction: Literal["lower", "higher"], rel: float | None, abs_: float 
     return GateRule(direction=direction, rel_tol=rel, abs_tol=abs_, required=required)
 
 
-# Chosen from same-vs-same and planted-slowdown runs of the README's CI recipe on a
+# Chosen from same-vs-same and planted-slowdown runs of the CI recipe (docs/gate.md) on a
 # loaded 2-core machine (two sweeps in --lockstep, 6 repeats, 100 requests a level):
 # TPOT and E2E medians and CPU time per token decide a 10% change (pairs within +-3%);
 # a TTFT median is one prefill step per request, about twice as noisy: 10%. A paired
@@ -146,7 +146,7 @@ def _rule(direction: Literal["lower", "higher"], rel: float | None, abs_: float 
 # band (+100%), so p99 catches tails that blow up, not a few percent. The max of a run
 # (its slowest request) is the one row that sees a single request blow up: +200%; in
 # lockstep, with run-queue waits out of the clock, the same code's max pairs stayed
-# within +75% at load 4 (README, gate). Throughput and
+# within +75% at load 4 (docs/validation/gate-power.md). Throughput and
 # goodput are means over the level: one stalled request moves them by 10% on a shared
 # machine, and at a closed-loop level they follow from the latencies gated here, so
 # they are shown, not required. system_share is a share near 0: an absolute band.

@@ -2,7 +2,8 @@
 
 The page has no scripts and loads nothing: CSS is inline, charts are inline
 SVG, the flame graph (and the tail view's differential one) sits in a sandboxed srcdoc
-frame. Every chart is a
+frame. Its only outside addresses are links a reader may follow: each finding id links
+to its entry in the findings catalogue (perfkit.docs_site). Every chart is a
 `<figure class="chart" id="chart-ID" data-chart="JSON">` whose JSON holds exactly
 the numbers it plots (raw units), for tests and for anyone who wants the data.
 """
@@ -16,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from perfkit import __version__
+from perfkit.docs_site import finding_url
 from perfkit.files import atomic_write_text
 from perfkit.report import flame_embed
 from perfkit.report.charts import Chart, color_of
@@ -42,7 +44,7 @@ td,th{border:1px solid #d0d7de;padding:3px 8px;text-align:left;vertical-align:to
 .sev{font-weight:600;text-transform:uppercase;font-size:11px;padding:1px 5px;border-radius:3px;
  margin-right:6px}.sev-warning,.sev-error{background:#fff1e5;color:#953800}
 .sev-info{background:#ddf4ff;color:#0969da}.sev-critical{background:#ffebe9;color:#cf222e}
-table.tail{margin:8px 0}
+table.tail{margin:8px 0}a.finding{color:inherit}
 li{margin:6px 0}details{font-size:12px;color:#57606a}pre{white-space:pre-wrap;margin:2px 0}
 """
 
@@ -101,7 +103,8 @@ def findings_html(inputs: Sequence[ReportInput]) -> str:
             sev = _esc(f.severity)
             evidence = _esc(json.dumps(f.evidence, indent=1))
             items.append(f'<li><span class="sev sev-{sev}">{sev}</span>'
-                         f"<b>{_esc(f.id)}</b>: {_esc(f.message)}"
+                         f'<a class="finding" href="{_esc(finding_url(f.id))}">'
+                         f"<b>{_esc(f.id)}</b></a>: {_esc(f.message)}"
                          f"<br><i>Fix:</i> {_esc(f.fix)}"
                          f"<details><summary>evidence</summary><pre>{evidence}</pre>"
                          "</details></li>")

@@ -153,7 +153,7 @@ def test_budget_sources():
 
 def test_replay_work_grows_linearly_with_requests():
     """Not a timed test: the replay's work (steps walked, admissions) per request stays
-    flat as the trace grows, so its cost is linear (timings: see the README)."""
+    flat as the trace grows, so its cost is linear (timings: docs/validation/replay-speed.md)."""
     prof = load_profile("sharegpt", Overrides(model="opt-13b"))
     per_request = []
     for n in (1000, 4000):

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 import report_docs as rd
 
+from perfkit.docs_site import DOCS_URL, finding_url
 from perfkit.errors import PerfkitError
 from perfkit.report.browser import capture, find_chromium
 from perfkit.report.html import render_html, write_report, write_report_files
@@ -192,9 +193,22 @@ def test_report_is_self_contained(tmp_path):
     path = rd.write(tmp_path / "r.json", _with_stacks(tmp_path))
     page = render_html(load_inputs([path, rd.write(tmp_path / "f.json", rd.frag_doc())]))
     assert "<script" not in page and "<link" not in page and "@import" not in page
-    assert not re.search(r"""(src|href)\s*=\s*["']?(https?:|//)""", page)
-    urls = set(re.findall(r"https?://[^\s\"'<>&]+", page))
+    assert not re.search(r"""src\s*=\s*["']?(https?:|//)""", page)
+    # the only outside addresses: links a reader may follow to the findings catalogue
+    hrefs = set(re.findall(r"""href\s*=\s*["']?((?:https?:)?//[^\s"'<>]+)""", page))
+    assert hrefs and all(h.startswith(DOCS_URL + "findings/#") for h in hrefs)
+    urls = set(re.findall(r"https?://[^\s\"'<>&]+", page)) - hrefs
     assert urls <= {"http://www.w3.org/2000/svg"}  # the SVG namespace, never fetched
+
+
+def test_each_finding_id_links_to_its_catalogue_entry():
+    doc = rd.sweep_doc()
+    ids = [f["id"] for f in doc["findings"]]
+    page = render_html(_inputs(doc))
+    assert ids
+    for finding_id in ids:
+        link = f'<a class="finding" href="{finding_url(finding_id)}"><b>{finding_id}</b></a>'
+        assert link in page
 
 
 def test_write_report_labels_in_memory_results_by_profile(tmp_path):

@@ -21,7 +21,7 @@ load more evenly than such bursts do. So the prediction is a range: at the measu
 round trip (the load spread out the most) and with none (the clients' requests as soon as
 the engine frees them). Runs with a steady round trip are judged: the server's preemptions
 within that range, widened by CLOSED_RANGE; bursty runs are printed (they landed in the
-range too, except under heavy other load). Figures measured: README, "Capacity".
+range too, except under heavy other load). Figures measured: docs/validation/capacity-vllm.md.
 """
 
 from __future__ import annotations
