@@ -27,6 +27,7 @@ from perfkit.engine.guard.dfa import compile_dfa
 from perfkit.engine.guard.grammar import Vocabulary
 from perfkit.engine.guard.guard import Guard, GuardCounts, count_finish
 from perfkit.engine.kv_spec import KVSpec
+from perfkit.engine.sampling_params import GREEDY, RANDOM, SamplingParams, sampling_key
 from perfkit.engine.scheduler import Scheduler, SchedulerConfig, SchedulerOutput
 from perfkit.engine.sequence import Sequence
 from perfkit.workload import RequestSpec
@@ -62,6 +63,7 @@ class EngineStats:
     sampled_tokens: int = 0
     guard: GuardCounts = field(default_factory=GuardCounts)
     guard_s: float = 0.0  # time in the guard's mask and check (timing, not a count)
+    sampler_s: float = 0.0  # time in the sampler (engine/layers/sampler.py; a timing)
     kv_timeline: list[KvSample] = field(default_factory=list)
     # One entry per step that ran, in order (parallel lists: no object per step).
     step_start_s: list[float] = field(default_factory=list)  # perfkit.clock at schedule()
@@ -102,6 +104,7 @@ class Engine:
         self.executor: Executor = executor(
             profile, self.kv_spec, self.guard)
         self.device = self.executor.device  # torch.device, or "none" (null executor)
+        self.default_params = GREEDY if eng.sampling == "greedy" else RANDOM
         self.stats = EngineStats()
         self.record_timeline = True
         self.on_step: Callable[[SchedulerOutput], None] | None = None
@@ -130,11 +133,18 @@ class Engine:
         self.pool.reset_counters()
 
     # -- requests ---------------------------------------------------------------------
-    def add_request(self, spec: RequestSpec) -> tuple[Sequence, str | None]:
-        """Queue a request; returns its sequence and the rejection reason (None if queued)."""
+    def add_request(self, spec: RequestSpec, params: SamplingParams | None = None
+                    ) -> tuple[Sequence, str | None]:
+        """Queue a request; returns its sequence and the rejection reason (None if queued).
+        `params`: how it samples (None: the profile's engine.sampling, greedy by default)."""
+        params = params or self.default_params
+        seq_id = self._next_id
+        key = sampling_key(params.seed, 0) if params.seed is not None else \
+            sampling_key(self.profile.engine.seed, 1 + seq_id)
         seq = Sequence(
-            seq_id=self._next_id, token_ids=list(spec.prompt), num_prompt_tokens=len(spec.prompt),
+            seq_id=seq_id, token_ids=list(spec.prompt), num_prompt_tokens=len(spec.prompt),
             max_tokens=spec.max_tokens, priority=spec.priority, tool_call=spec.tool_call,
+            params=params, sample_key=key,
         )
         self._next_id += 1
         if self.guard is None:
@@ -167,6 +177,7 @@ class Engine:
         result = self.executor.execute(out, sampling)
         clock.reclaim_waits(floor)  # in lockstep: another process's hold on the core
         self.stats.guard_s += result.mask_s
+        self.stats.sampler_s += result.sample_s
         self.scheduler.commit(out)
         events = self._append(sampling, result.token_ids)
         self.stats.steps += 1

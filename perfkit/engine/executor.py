@@ -10,7 +10,8 @@ table. It must make the copy-on-write copies in `out.copies` before anything rea
 blocks, and return exactly one token per sampling sequence, in order.
 
 - ModelExecutor (engine/layers/executor.py, the default): the synthetic model over the
-  paged KV cache, the guard's logits mask, greedy or seeded sampling. The only executor
+  paged KV cache, the guard's logits mask, the batched sampler (engine/layers/sampler.py:
+  each sequence's SamplingParams, greedy by default). The only executor
   that imports torch, and it does so only when it is built.
 - NullExecutor (here): bookkeeping only, no tensors, deterministic tokens. Scheduling,
   block counts, preemptions and the KV timeline are those of the model engine whenever
@@ -48,6 +49,7 @@ _SEQ_STRIDE, _POS_STRIDE = 7919, 104729
 class ExecutorOutput:
     token_ids: list[int]  # [len(sampling)]: token_ids[i] is sampling[i]'s next token
     mask_s: float = 0.0  # seconds in the guard's logits mask (a timing, not a count)
+    sample_s: float = 0.0  # seconds in the sampler (a timing)
 
 
 class Executor(Protocol):

@@ -6,6 +6,7 @@ import enum
 from dataclasses import dataclass, field
 
 from perfkit.engine.blocks import BlockHash
+from perfkit.engine.sampling_params import GREEDY, SamplingParams
 
 
 class SeqStatus(enum.Enum):
@@ -26,6 +27,8 @@ class Sequence:
     priority: int = 0  # lower runs first
     arrival_order: int = 0  # FCFS tie-break, set by the scheduler
     tool_call: bool = False
+    params: SamplingParams = GREEDY  # how the next token is picked (engine/layers/sampler.py)
+    sample_key: int = 0  # the counter-based noise's key (sampling_params.sampling_key)
     status: SeqStatus = SeqStatus.WAITING
     num_computed_tokens: int = 0  # tokens whose K/V are in the cache
     block_ids: list[int] = field(default_factory=list)  # block table, logical order

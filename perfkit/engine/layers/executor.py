@@ -4,6 +4,7 @@ One step on the tensors:
 
     copy-on-write block copies -> gather the step's tokens -> SyntheticModel.forward
     (paged attention over the KV cache) -> guard mask on tool-call rows -> sample
+    (sampler.py: each row by its sequence's SamplingParams)
 
 The batch is the scheduled sequences in order, each contributing num_new_tokens rows
 (a prefill chunk, or 1 for a decode): T rows in all. Logits are computed for the S rows
@@ -26,6 +27,7 @@ from perfkit.engine.kv_spec import KVSpec
 from perfkit.engine.layers.attention import AttentionMetadata, PagedAttention
 from perfkit.engine.layers.kv_cache import KVCache
 from perfkit.engine.layers.model import SyntheticModel
+from perfkit.engine.layers.sampler import build_batch, sample
 from perfkit.engine.scheduler import SchedulerOutput
 from perfkit.engine.sequence import Sequence
 
@@ -45,13 +47,11 @@ class ModelExecutor:
             backend=eng.attention_backend)
         self.model = SyntheticModel(mcfg, self.attention, eng.max_model_len, eng.seed,
                                     gemm=eng.cpu_gemm, batch_hint=eng.max_num_seqs)
-        self.greedy = eng.sampling == "greedy"
-        self.seed = eng.seed
-        self.generator = torch.Generator(device=self.device).manual_seed(eng.seed)
+        self.vocab_size = mcfg.vocab_size
         self.mask = GuardMask(guard, self.device) if guard is not None else None
 
     def reset(self) -> None:
-        self.generator.manual_seed(self.seed)
+        pass  # sampling is counter-based: no generator state to rewind
 
     def execute(self, out: SchedulerOutput, sampling: list[Sequence]) -> ExecutorOutput:
         if out.copies:
@@ -62,9 +62,11 @@ class ModelExecutor:
             start = time.perf_counter()
             self.mask.apply(sampling, logits)
             mask_s = time.perf_counter() - start
-        # a step of mid-prompt chunks only has one placeholder row, sampled (as the
-        # engine always has: the random stream stays that of earlier versions) and dropped
-        return ExecutorOutput(self._sample(logits)[:len(sampling)], mask_s)
+        if not sampling:  # only mid-prompt chunks: one placeholder row, nothing to sample
+            return ExecutorOutput([], mask_s)
+        start = time.perf_counter()
+        tokens = self._sample(logits, sampling)
+        return ExecutorOutput(tokens, mask_s, time.perf_counter() - start)
 
     def _forward(self, out: SchedulerOutput) -> torch.Tensor:
         ids: list[int] = []  # [T] the step's new tokens, sequence by sequence
@@ -89,11 +91,9 @@ class ModelExecutor:
             meta, torch.tensor(logit_rows, dtype=torch.long, device=dev),
         )
 
-    def _sample(self, logits: torch.Tensor) -> list[int]:
-        if self.greedy:
-            return list(logits.argmax(dim=-1).tolist())
-        probs = torch.softmax(logits, dim=-1)
-        return list(torch.multinomial(probs, 1, generator=self.generator).squeeze(1).tolist())
+    def _sample(self, logits: torch.Tensor, sampling: list[Sequence]) -> list[int]:
+        batch = build_batch(sampling, self.vocab_size, self.device)
+        return list(sample(logits, batch).tolist())  # .tolist() syncs the device
 
 
 def model_executor(device: str | None = None) -> ExecutorFactory:
