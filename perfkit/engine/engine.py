@@ -22,6 +22,7 @@ from perfkit import clock
 from perfkit.config.profile import usable_blocks
 from perfkit.config.schema import Profile
 from perfkit.engine.blocks import BlockPool
+from perfkit.engine.detokenizer import Detokenizer
 from perfkit.engine.executor import Executor, ExecutorFactory
 from perfkit.engine.guard.dfa import compile_dfa
 from perfkit.engine.guard.grammar import Vocabulary
@@ -29,7 +30,8 @@ from perfkit.engine.guard.guard import Guard, GuardCounts, count_finish
 from perfkit.engine.kv_spec import KVSpec
 from perfkit.engine.sampling_params import GREEDY, RANDOM, SamplingParams, sampling_key
 from perfkit.engine.scheduler import Scheduler, SchedulerConfig, SchedulerOutput
-from perfkit.engine.sequence import Sequence
+from perfkit.engine.sequence import Sequence, TokenLogprobs
+from perfkit.engine.text import token_text
 from perfkit.workload import RequestSpec
 
 if TYPE_CHECKING:
@@ -42,6 +44,8 @@ class TokenEvent:
     token: int
     time_s: float  # perfkit.clock.now() when appended
     finished: bool
+    text: str | None = None  # output text this token releases (params.detokenize; "" held)
+    logprobs: TokenLogprobs | None = None  # params.logprobs set
 
 
 @dataclass
@@ -146,6 +150,11 @@ class Engine:
             max_tokens=spec.max_tokens, priority=spec.priority, tool_call=spec.tool_call,
             params=params, sample_key=key,
         )
+        if params.detokenize:
+            seq.detokenizer = Detokenizer(params.stop, params.include_stop_str_in_output,
+                                          params.min_tokens)
+        if params.prompt_logprobs is not None:  # every position computed: no prefix hits
+            seq.prompt_logprobs = [None]
         self._next_id += 1
         if self.guard is None:
             return seq, self.scheduler.add(seq)
@@ -178,8 +187,11 @@ class Engine:
         clock.reclaim_waits(floor)  # in lockstep: another process's hold on the core
         self.stats.guard_s += result.mask_s
         self.stats.sampler_s += result.sample_s
+        for seq, found in result.prompt_logprobs:
+            assert seq.prompt_logprobs is not None
+            seq.prompt_logprobs.extend(found)
         self.scheduler.commit(out)
-        events = self._append(sampling, result.token_ids)
+        events = self._append(sampling, result.token_ids, result.logprobs)
         self.stats.steps += 1
         self.stats.batched_tokens += out.num_batched_tokens
         if self.record_timeline:
@@ -195,22 +207,43 @@ class Engine:
         stats.step_prefill_tokens.append(sum(prefill))
         stats.step_prefill_seqs.append(len(prefill))
 
-    def _append(self, sampling: list[Sequence], tokens: list[int]) -> list[TokenEvent]:
+    def _append(self, sampling: list[Sequence], tokens: list[int],
+                logprobs: list[TokenLogprobs | None] | None) -> list[TokenEvent]:
         now = clock.now()
         for seq, token in zip(sampling, tokens):
             seq.token_ids.append(token)
         reasons = self._guard_check(sampling)
         events = []
-        for seq, token, reason in zip(sampling, tokens, reasons):
-            if reason is None and (seq.num_output_tokens >= seq.max_tokens
-                                   or seq.num_tokens >= self.max_model_len):
-                reason = "length"
+        for i, (seq, token, reason) in enumerate(zip(sampling, tokens, reasons)):
+            reason, text = self._stop_check(seq, token, reason), None
             if reason is not None:
                 self.scheduler.finish(seq, reason)
                 count_finish(self.stats.guard, seq, reason, self.vocab)
-            events.append(TokenEvent(seq, token, now, reason is not None))
+            if seq.detokenizer is not None:
+                text = seq.detokenizer.take(finished=reason is not None)
+            events.append(TokenEvent(seq, token, now, reason is not None, text,
+                                     None if logprobs is None else logprobs[i]))
         self.stats.sampled_tokens += len(events)
         return events
+
+    def _stop_check(self, seq: Sequence, token: int, reason: str | None) -> str | None:
+        """vLLM's order after the guard's reason: length (max_tokens, max_model_len); past
+        min_tokens, a stop token (EOS unless ignore_eos, stop_token_ids); then the stop
+        strings over the text, which win even over length."""
+        if reason is None and (seq.num_output_tokens >= seq.max_tokens
+                               or seq.num_tokens >= self.max_model_len):
+            reason = "length"
+        params, stop_token = seq.params, False
+        if reason is None and seq.num_output_tokens >= params.min_tokens \
+                and token in params.stop_ids:
+            reason, stop_token, seq.stop_reason = "stop", True, \
+                None if token == params.eos_token_id else token
+        if seq.detokenizer is not None:
+            grammar = self.vocab if seq.tool_call else None
+            matched = seq.detokenizer.append(token_text(token, grammar), stop_token)
+            if matched is not None:
+                reason, seq.stop_reason = "stop", matched
+        return reason
 
     def _guard_check(self, sampling: list[Sequence]) -> list[str | None]:
         """A finish reason per sequence from the guard ("stop", "loop") or None."""

@@ -26,14 +26,14 @@ engine builds the KV spec and the guard first, and the executor is built against
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
 from perfkit.config.schema import Profile
 from perfkit.engine.guard.guard import Guard
 from perfkit.engine.kv_spec import KVSpec
 from perfkit.engine.scheduler import SchedulerOutput
-from perfkit.engine.sequence import Sequence
+from perfkit.engine.sequence import Sequence, TokenLogprobs
 
 if TYPE_CHECKING:
     import torch
@@ -49,7 +49,12 @@ _SEQ_STRIDE, _POS_STRIDE = 7919, 104729
 class ExecutorOutput:
     token_ids: list[int]  # [len(sampling)]: token_ids[i] is sampling[i]'s next token
     mask_s: float = 0.0  # seconds in the guard's logits mask (a timing, not a count)
-    sample_s: float = 0.0  # seconds in the sampler (a timing)
+    sample_s: float = 0.0  # seconds in the sampler, logprobs included (a timing)
+    # [len(sampling)] when any sequence asked for logprobs (None for those that did not)
+    logprobs: list[TokenLogprobs | None] | None = None
+    # prompt positions computed this step, for sequences that asked for prompt_logprobs:
+    # (sequence, its prompt positions' logprobs in order, from the first not yet recorded)
+    prompt_logprobs: list[tuple[Sequence, list[TokenLogprobs]]] = field(default_factory=list)
 
 
 class Executor(Protocol):

@@ -16,6 +16,7 @@ every request).
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 
@@ -56,6 +57,17 @@ class SamplingParams:
     # a negative one multiplied (CTRL, Keskar et al. 2019, as vLLM applies it); 1: off
     repetition_penalty: float = 1.0
     logit_bias: tuple[tuple[int, float], ...] = ()  # (token id, added to its logit), sorted
+    # -- stop conditions (checked after each token, vLLM's order: length, then these) --
+    stop: tuple[str, ...] = ()  # stop strings: the output is cut where one begins
+    include_stop_str_in_output: bool = False  # keep the stop string (or stop token's text)
+    stop_token_ids: tuple[int, ...] = ()  # the output ends at any of these tokens
+    eos_token_id: int | None = None  # the model's end of sequence; None: it has none
+    ignore_eos: bool = False  # do not stop at eos_token_id
+    min_tokens: int = 0  # stop tokens and stop strings take effect only after this many
+    # -- what comes back beside the tokens --
+    logprobs: int | None = None  # per output token: its logprob and the top N; None: off
+    prompt_logprobs: int | None = None  # the same for every prompt token but the first
+    output_text: bool = False  # render the output's text (stop strings imply it)
 
     def __post_init__(self) -> None:
         problem = self.problem()
@@ -77,6 +89,10 @@ class SamplingParams:
             (-2 <= self.presence_penalty <= 2, "presence_penalty must be in [-2, 2]"),
             (-2 <= self.frequency_penalty <= 2, "frequency_penalty must be in [-2, 2]"),
             (self.repetition_penalty > 0, "repetition_penalty must be > 0"),
+            (self.min_tokens >= 0, f"min_tokens must be >= 0, got {self.min_tokens}"),
+            (all(self.stop), "stop strings must not be empty"),
+            ((self.logprobs or 0) >= 0 and (self.prompt_logprobs or 0) >= 0,
+             "logprobs and prompt_logprobs must be >= 0"),
         )
         return next((why for ok, why in checks if not ok), None)
 
@@ -95,8 +111,19 @@ class SamplingParams:
 
     @property
     def plain_greedy(self) -> bool:
-        """Argmax of the raw logits: nothing to apply (the sampler's fast path)."""
+        """Argmax of the raw logits: nothing to apply (the sampler's fast path), once
+        min_tokens no longer masks stop tokens."""
         return self.greedy and not self.has_penalties and not self.logit_bias
+
+    @functools.cached_property
+    def stop_ids(self) -> frozenset[int]:
+        """Tokens that end the output (after min_tokens): stop_token_ids and EOS."""
+        eos = () if self.ignore_eos or self.eos_token_id is None else (self.eos_token_id,)
+        return frozenset((*self.stop_token_ids, *eos))
+
+    @property
+    def detokenize(self) -> bool:
+        return self.output_text or bool(self.stop)
 
 
 GREEDY = SamplingParams()

@@ -25,7 +25,7 @@ import numpy as np
 import torch
 
 from perfkit.engine.sampling_params import mix64
-from perfkit.engine.sequence import Sequence
+from perfkit.engine.sequence import Sequence, TokenLogprobs
 
 
 def row_uniform(key: int, counter: int) -> float:
@@ -61,6 +61,7 @@ class SamplingBatch:
     uniform: torch.Tensor  # [S, 1] float64: row_uniform (unused on greedy rows)
     bias: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None  # (rows, ids, values)
     penalties: Penalties | None
+    banned: tuple[torch.Tensor, torch.Tensor] | None  # (rows, ids) -> -inf: min_tokens
 
 
 def _tensor(values: list[Any], dtype: type, device: torch.device) -> torch.Tensor:
@@ -72,7 +73,9 @@ def build_batch(seqs: list[Sequence], vocab_size: int,
                 device: torch.device) -> SamplingBatch | None:
     """The step's parameters; None when every row is plain greedy (argmax of the logits)."""
     params = [s.params for s in seqs]
-    if all(p.plain_greedy for p in params):
+    banned = [(i, t) for i, s in enumerate(seqs) if s.num_output_tokens < s.params.min_tokens
+              for t in s.params.stop_ids]
+    if not banned and all(p.plain_greedy for p in params):
         return None
     # [S, 3] float32 (temperature, min_p, top_p), [S] int64 top_k, [S, 1] float64 u
     floats = _tensor([(p.temperature or 1.0, p.min_p, p.top_p) for p in params],
@@ -90,6 +93,8 @@ def build_batch(seqs: list[Sequence], vocab_size: int,
         top_p=floats[:, 2:3] if any(p.top_p < 1 for p in params) else None,
         uniform=uniform.unsqueeze(1),
         bias=_bias(seqs, device), penalties=_penalties(seqs, device),
+        banned=(_tensor([i for i, _ in banned], np.int64, device),
+                _tensor([t for _, t in banned], np.int64, device)) if banned else None,
     )
 
 
@@ -179,7 +184,10 @@ def apply_top_k_top_p(logits: torch.Tensor, k: torch.Tensor | None,
 
 
 def apply_logit_adjustments(logits: torch.Tensor, batch: SamplingBatch) -> None:
-    """In place: logit_bias, then the penalties (what greedy rows take the argmax of)."""
+    """In place: stop tokens banned before min_tokens, logit_bias, then the penalties (what
+    greedy rows take the argmax of)."""
+    if batch.banned is not None:
+        logits.index_put_(batch.banned, torch.tensor(float("-inf"), device=logits.device))
     if batch.bias is not None:
         logits.index_put_(batch.bias[:2], batch.bias[2], accumulate=True)
     if batch.penalties is not None:
@@ -221,3 +229,17 @@ def sample(logits: torch.Tensor, batch: SamplingBatch | None) -> torch.Tensor:
     greedy = logits.argmax(dim=-1)  # taken on every row, kept on the greedy ones
     drawn = draw(draw_probs(logits, batch), batch.uniform)
     return torch.where(batch.greedy, greedy, drawn)
+
+
+def token_logprobs(logits: torch.Tensor, tokens: torch.Tensor,
+                   num_top: list[int]) -> list[TokenLogprobs]:
+    """Per row of logits [R, V] (raw: after the guard's mask, before the sampler's
+    changes): the token's logprob and rank, and the row's num_top[i] most likely tokens."""
+    logprobs = logits.log_softmax(dim=-1)
+    taken = logprobs.gather(1, tokens.unsqueeze(1))  # [R, 1]
+    rank = (logprobs > taken).sum(dim=-1).add_(1)
+    k = min(max(num_top, default=0), logprobs.shape[1])
+    values, ids = logprobs.topk(k, dim=-1) if k else (taken[:, :0], tokens[:, None][:, :0])
+    rows = zip(tokens.tolist(), taken.squeeze(1).tolist(), rank.tolist(), values.tolist(),
+               ids.tolist(), num_top)
+    return [TokenLogprobs(t, lp, r, tuple(zip(i[:n], v[:n]))) for t, lp, r, v, i, n in rows]
