@@ -156,8 +156,8 @@ class Engine:
         if params.prompt_logprobs is not None:  # every position computed: no prefix hits
             seq.prompt_logprobs = [None]
         self._next_id += 1
-        if self.guard is None:
-            return seq, self.scheduler.add(seq)
+        if self.guard is None:  # structured output needs it (engine.guard = false)
+            return seq, "guard_off" if params.grammar is not None else self.scheduler.add(seq)
         self.guard.start(seq)
         too_long = seq.num_prompt_tokens >= self.max_model_len  # the scheduler's reason wins
         return seq, (None if too_long else self.guard.admit(seq)) or self.scheduler.add(seq)
@@ -239,11 +239,17 @@ class Engine:
             reason, stop_token, seq.stop_reason = "stop", True, \
                 None if token == params.eos_token_id else token
         if seq.detokenizer is not None:
-            grammar = self.vocab if seq.tool_call else None
-            matched = seq.detokenizer.append(token_text(token, grammar), stop_token)
+            matched = seq.detokenizer.append(self.token_text(seq, token), stop_token)
             if matched is not None:
                 reason, seq.stop_reason = "stop", matched
         return reason
+
+    def token_text(self, seq: Sequence, token: int) -> str:
+        """Its text in this request's output: a grammar's token text while the guard
+        constrains it, else ` t<id>` (engine/text.py)."""
+        grammar = seq.grammar.vocab if seq.grammar is not None else \
+            self.vocab if seq.tool_call else None
+        return token_text(token, grammar)
 
     def _guard_check(self, sampling: list[Sequence]) -> list[str | None]:
         """A finish reason per sequence from the guard ("stop", "loop") or None."""

@@ -111,6 +111,8 @@ class NullExecutor:
         for seq in sampling:
             if guard is not None and seq.tool_call:
                 tokens.append(guard.first_legal(seq))
+            elif guard is not None and seq.grammar is not None:
+                tokens.append(guard.first_legal_structured(seq))
             elif token is not None:
                 tokens.append(token)
             else:

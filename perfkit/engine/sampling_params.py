@@ -19,6 +19,10 @@ from __future__ import annotations
 import functools
 import math
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from perfkit.engine.guard.structured import Grammar
 
 _M64 = (1 << 64) - 1
 _GOLDEN = 0x9E3779B97F4A7C15  # 2^64 / golden ratio: splitmix64's increment
@@ -68,6 +72,9 @@ class SamplingParams:
     logprobs: int | None = None  # per output token: its logprob and the top N; None: off
     prompt_logprobs: int | None = None  # the same for every prompt token but the first
     output_text: bool = False  # render the output's text (stop strings imply it)
+    # -- structured output (engine/guard/structured.py) --
+    grammar: Grammar | None = None  # the output must be a string of this grammar
+    grammar_optional: bool = False  # the first token may leave it for text (tool_choice auto)
 
     def __post_init__(self) -> None:
         problem = self.problem()

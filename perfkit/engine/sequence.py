@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from perfkit.engine.blocks import BlockHash
 from perfkit.engine.detokenizer import Detokenizer
 from perfkit.engine.sampling_params import GREEDY, SamplingParams
+
+if TYPE_CHECKING:
+    from perfkit.engine.guard.structured import Grammar
 
 
 @dataclass(frozen=True)
@@ -56,7 +60,8 @@ class Sequence:
     finish_reason: str | None = None
     first_scheduled_s: float | None = None  # perfkit.clock of the first admission (queue end)
     # guard state (engine/guard.py); kept across preemption: generated tokens are never redone
-    fsm_state: int = 0  # tool calls: DFA state after the output so far
+    fsm_state: int = 0  # tool calls, structured output: DFA state after the output so far
+    grammar: Grammar | None = None  # structured output still constrained (params.grammar)
     loop_start: int | None = None  # finish "loop": output index where the repeated cycle starts
 
     @property

@@ -6,7 +6,8 @@ other half (text -> ids); perfkit serve and the engine's stop strings both read 
 from __future__ import annotations
 
 from perfkit.engine.guard.grammar import Vocabulary
+from perfkit.engine.guard.structured import StructuredVocab
 
 
-def token_text(token: int, grammar: Vocabulary | None = None) -> str:
+def token_text(token: int, grammar: Vocabulary | StructuredVocab | None = None) -> str:
     return f" t{token}" if grammar is None else grammar.detokenize((token,))
