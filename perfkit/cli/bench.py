@@ -35,6 +35,8 @@ TARGETS: list[tuple[str, str, str, str, Any]] = [
     ("guard", "us_per_step_on", "µs per step, guard on @16", "", None),
     ("guard", "us_per_step_off", "µs per step, guard off @16", "", None),
     ("guard", "overhead_us_per_step", "guard µs per decode step", "", None),
+    ("guard", "structured_us_per_step_on", "µs per step, JSON-schema tools @16", "", None),
+    ("guard", "structured_overhead_us_per_step", "structured mask µs per step", "", None),
     ("sampler", "us_per_step_greedy", "µs per step, greedy", "", None),
     ("sampler", "us_per_step_random", "µs per step, temperature 1", "", None),
     ("sampler", "us_per_step_top_k_top_p", "µs per step, top-k + top-p", "", None),
@@ -93,7 +95,9 @@ def render(results: dict[str, Any]) -> Table:
     for section, key, label, target, ok in TARGETS:
         if section not in results:
             continue
-        value = results[section][key]
+        value = results[section].get(key)
+        if value is None:  # not measured (a vocabulary too small for structured output)
+            continue
         met = "" if ok is None else ("[green]yes[/]" if ok(value) else "[red]no[/]")
         table.add_row(f"{section}: {label}", _fmt(value), target, met)
     att = results.get("attention")
