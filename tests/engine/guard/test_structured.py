@@ -161,3 +161,27 @@ def test_the_guard_off_refuses_structured_output() -> None:
     _, reason = engine("engine.guard=false").add_request(
         RequestSpec(0, (5,), 8), SamplingParams(grammar=grammar))
     assert reason == "guard_off"
+
+
+def test_the_loop_detector_ends_degenerate_structured_output() -> None:
+    grammar = compile_grammar(schema_pattern({"type": "object", "properties": {
+        "note": {"type": "string"}}, "required": ["note"]}), 512, "json_schema")
+    eng = engine("engine.guard_loop_ngram=4", "engine.guard_loop_repeats=4")
+    a = grammar.first_id + STRUCTURED_TEXTS.index("a")
+    quote = grammar.first_id + STRUCTURED_TEXTS.index('"')
+    real = eng.executor.model.forward  # type: ignore[attr-defined]
+
+    def forward(*args, **kw):  # the model opens a string, then keeps choosing "a" in it
+        logits = real(*args, **kw).clone()
+        logits[:, a] += 100.0
+        logits[:, quote] += 50.0
+        return logits
+
+    eng.executor.model.forward = forward  # type: ignore[attr-defined]
+    seq, _ = eng.add_request(RequestSpec(0, (5, 6), 64),
+                             SamplingParams(grammar=grammar, output_text=True))
+    while eng.has_work:
+        eng.step()
+    assert seq.detokenizer is not None, seq
+    assert seq.finish_reason == "loop", seq.detokenizer.text
+    assert seq.detokenizer.text.endswith('"aaaa') and seq.num_output_tokens < 64
