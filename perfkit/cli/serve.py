@@ -42,7 +42,8 @@ def _say(line: str) -> None:
     err_console.print(f"[dim]perfkit serve:[/] {line}", highlight=False, soft_wrap=True)
 
 
-def _check_options(port: int, max_queued_tokens: int | None, drain_timeout: float) -> None:
+def _check_options(port: int, max_queued_tokens: int | None, drain_timeout: float,
+                   eos_token_id: int | None, vocab_size: int) -> None:
     if not 0 <= port <= 65535:
         raise PerfkitError(f"--port must be between 0 and 65535, got {port}")
     if max_queued_tokens is not None and max_queued_tokens < 0:
@@ -50,6 +51,9 @@ def _check_options(port: int, max_queued_tokens: int | None, drain_timeout: floa
                            f"got {max_queued_tokens}")
     if not drain_timeout >= 0:
         raise PerfkitError(f"--drain-timeout must be >= 0 seconds, got {drain_timeout}")
+    if eos_token_id is not None and not 0 <= eos_token_id < vocab_size:
+        raise PerfkitError(f"--eos-token-id must be a token id in [0, {vocab_size}), "
+                           f"got {eos_token_id}")
 
 
 @user_errors
@@ -65,6 +69,9 @@ def serve(
     drain_timeout: Annotated[float, typer.Option(
         help="On SIGTERM/SIGINT: seconds in-flight requests may run before they "
         "are cancelled.")] = 10.0,
+    eos_token_id: Annotated[int | None, typer.Option(
+        help="Treat this token as the model's end of sequence (requests stop there "
+        "unless ignore_eos). Default: none, as the synthetic model has no EOS.")] = None,
 ) -> None:
     """Serve the profile's engine over HTTP: OpenAI /v1/completions and
     /v1/chat/completions (streaming too), /v1/models, /health, /metrics (Prometheus)."""
@@ -74,14 +81,15 @@ def serve(
     from perfkit.serve.lifecycle import ServeOptions, Server, bind, serve_until_signal
     from perfkit.sweep.sizing import check_fits
 
-    _check_options(port, max_queued_tokens, drain_timeout)
     prof = resolve_profile(profile, model, set_)
+    _check_options(port, max_queued_tokens, drain_timeout, eos_token_id, prof.model.vocab_size)
     check_fits(prof)
     sock = bind(host, port)
     if not _is_loopback(host):
         _say(f"[yellow]listening on {host}: no authentication; anyone who can reach it "
              "can use it[/]")
-    options = ServeOptions(max_queued_tokens=max_queued_tokens, drain_timeout_s=drain_timeout)
+    options = ServeOptions(max_queued_tokens=max_queued_tokens, drain_timeout_s=drain_timeout,
+                           eos_token_id=eos_token_id)
     server = Server(prof, options, sock, say=_say)
     asyncio.run(serve_until_signal(server, _announce))
     sys.stdout.flush()

@@ -14,6 +14,7 @@ from collections.abc import AsyncIterator
 
 from perfkit import clock
 from perfkit.engine.engine import Engine, TokenEvent
+from perfkit.engine.sampling_params import SamplingParams
 from perfkit.engine.sequence import Sequence
 from perfkit.workload import RequestSpec
 
@@ -57,8 +58,8 @@ class AsyncEngine:
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
 
-    def submit(self, spec: RequestSpec) -> RequestStream:
-        seq, reason = self.engine.add_request(spec)
+    def submit(self, spec: RequestSpec, params: SamplingParams | None = None) -> RequestStream:
+        seq, reason = self.engine.add_request(spec, params)
         stream = RequestStream(seq, reason)
         if reason is None:
             self._streams[seq.seq_id] = stream

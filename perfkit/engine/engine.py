@@ -22,13 +22,16 @@ from perfkit import clock
 from perfkit.config.profile import usable_blocks
 from perfkit.config.schema import Profile
 from perfkit.engine.blocks import BlockPool
+from perfkit.engine.detokenizer import Detokenizer
 from perfkit.engine.executor import Executor, ExecutorFactory
 from perfkit.engine.guard.dfa import compile_dfa
 from perfkit.engine.guard.grammar import Vocabulary
 from perfkit.engine.guard.guard import Guard, GuardCounts, count_finish
 from perfkit.engine.kv_spec import KVSpec
+from perfkit.engine.sampling_params import GREEDY, RANDOM, SamplingParams, sampling_key
 from perfkit.engine.scheduler import Scheduler, SchedulerConfig, SchedulerOutput
-from perfkit.engine.sequence import Sequence
+from perfkit.engine.sequence import Sequence, TokenLogprobs
+from perfkit.engine.text import token_text
 from perfkit.workload import RequestSpec
 
 if TYPE_CHECKING:
@@ -41,6 +44,8 @@ class TokenEvent:
     token: int
     time_s: float  # perfkit.clock.now() when appended
     finished: bool
+    text: str | None = None  # output text this token releases (params.detokenize; "" held)
+    logprobs: TokenLogprobs | None = None  # params.logprobs set
 
 
 @dataclass
@@ -62,6 +67,7 @@ class EngineStats:
     sampled_tokens: int = 0
     guard: GuardCounts = field(default_factory=GuardCounts)
     guard_s: float = 0.0  # time in the guard's mask and check (timing, not a count)
+    sampler_s: float = 0.0  # time in the sampler (engine/layers/sampler.py; a timing)
     kv_timeline: list[KvSample] = field(default_factory=list)
     # One entry per step that ran, in order (parallel lists: no object per step).
     step_start_s: list[float] = field(default_factory=list)  # perfkit.clock at schedule()
@@ -102,6 +108,7 @@ class Engine:
         self.executor: Executor = executor(
             profile, self.kv_spec, self.guard)
         self.device = self.executor.device  # torch.device, or "none" (null executor)
+        self.default_params = GREEDY if eng.sampling == "greedy" else RANDOM
         self.stats = EngineStats()
         self.record_timeline = True
         self.on_step: Callable[[SchedulerOutput], None] | None = None
@@ -130,15 +137,27 @@ class Engine:
         self.pool.reset_counters()
 
     # -- requests ---------------------------------------------------------------------
-    def add_request(self, spec: RequestSpec) -> tuple[Sequence, str | None]:
-        """Queue a request; returns its sequence and the rejection reason (None if queued)."""
+    def add_request(self, spec: RequestSpec, params: SamplingParams | None = None
+                    ) -> tuple[Sequence, str | None]:
+        """Queue a request; returns its sequence and the rejection reason (None if queued).
+        `params`: how it samples (None: the profile's engine.sampling, greedy by default)."""
+        params = params or self.default_params
+        seq_id = self._next_id
+        key = sampling_key(params.seed, 0) if params.seed is not None else \
+            sampling_key(self.profile.engine.seed, 1 + seq_id)
         seq = Sequence(
-            seq_id=self._next_id, token_ids=list(spec.prompt), num_prompt_tokens=len(spec.prompt),
+            seq_id=seq_id, token_ids=list(spec.prompt), num_prompt_tokens=len(spec.prompt),
             max_tokens=spec.max_tokens, priority=spec.priority, tool_call=spec.tool_call,
+            params=params, sample_key=key,
         )
+        if params.detokenize:
+            seq.detokenizer = Detokenizer(params.stop, params.include_stop_str_in_output,
+                                          params.min_tokens)
+        if params.prompt_logprobs is not None:  # every position computed: no prefix hits
+            seq.prompt_logprobs = [None]
         self._next_id += 1
-        if self.guard is None:
-            return seq, self.scheduler.add(seq)
+        if self.guard is None:  # structured output needs it (engine.guard = false)
+            return seq, "guard_off" if params.grammar is not None else self.scheduler.add(seq)
         self.guard.start(seq)
         too_long = seq.num_prompt_tokens >= self.max_model_len  # the scheduler's reason wins
         return seq, (None if too_long else self.guard.admit(seq)) or self.scheduler.add(seq)
@@ -167,8 +186,12 @@ class Engine:
         result = self.executor.execute(out, sampling)
         clock.reclaim_waits(floor)  # in lockstep: another process's hold on the core
         self.stats.guard_s += result.mask_s
+        self.stats.sampler_s += result.sample_s
+        for seq, found in result.prompt_logprobs:
+            assert seq.prompt_logprobs is not None
+            seq.prompt_logprobs.extend(found)
         self.scheduler.commit(out)
-        events = self._append(sampling, result.token_ids)
+        events = self._append(sampling, result.token_ids, result.logprobs)
         self.stats.steps += 1
         self.stats.batched_tokens += out.num_batched_tokens
         if self.record_timeline:
@@ -184,22 +207,49 @@ class Engine:
         stats.step_prefill_tokens.append(sum(prefill))
         stats.step_prefill_seqs.append(len(prefill))
 
-    def _append(self, sampling: list[Sequence], tokens: list[int]) -> list[TokenEvent]:
+    def _append(self, sampling: list[Sequence], tokens: list[int],
+                logprobs: list[TokenLogprobs | None] | None) -> list[TokenEvent]:
         now = clock.now()
         for seq, token in zip(sampling, tokens):
             seq.token_ids.append(token)
         reasons = self._guard_check(sampling)
         events = []
-        for seq, token, reason in zip(sampling, tokens, reasons):
-            if reason is None and (seq.num_output_tokens >= seq.max_tokens
-                                   or seq.num_tokens >= self.max_model_len):
-                reason = "length"
+        for i, (seq, token, reason) in enumerate(zip(sampling, tokens, reasons)):
+            reason, text = self._stop_check(seq, token, reason), None
             if reason is not None:
                 self.scheduler.finish(seq, reason)
                 count_finish(self.stats.guard, seq, reason, self.vocab)
-            events.append(TokenEvent(seq, token, now, reason is not None))
+            if seq.detokenizer is not None:
+                text = seq.detokenizer.take(finished=reason is not None)
+            events.append(TokenEvent(seq, token, now, reason is not None, text,
+                                     None if logprobs is None else logprobs[i]))
         self.stats.sampled_tokens += len(events)
         return events
+
+    def _stop_check(self, seq: Sequence, token: int, reason: str | None) -> str | None:
+        """vLLM's order after the guard's reason: length (max_tokens, max_model_len); past
+        min_tokens, a stop token (EOS unless ignore_eos, stop_token_ids); then the stop
+        strings over the text, which win even over length."""
+        if reason is None and (seq.num_output_tokens >= seq.max_tokens
+                               or seq.num_tokens >= self.max_model_len):
+            reason = "length"
+        params, stop_token = seq.params, False
+        if reason is None and seq.num_output_tokens >= params.min_tokens \
+                and token in params.stop_ids:
+            reason, stop_token, seq.stop_reason = "stop", True, \
+                None if token == params.eos_token_id else token
+        if seq.detokenizer is not None:
+            matched = seq.detokenizer.append(self.token_text(seq, token), stop_token)
+            if matched is not None:
+                reason, seq.stop_reason = "stop", matched
+        return reason
+
+    def token_text(self, seq: Sequence, token: int) -> str:
+        """Its text in this request's output: a grammar's token text while the guard
+        constrains it, else ` t<id>` (engine/text.py)."""
+        grammar = seq.grammar.vocab if seq.grammar is not None else \
+            self.vocab if seq.tool_call else None
+        return token_text(token, grammar)
 
     def _guard_check(self, sampling: list[Sequence]) -> list[str | None]:
         """A finish reason per sequence from the guard ("stop", "loop") or None."""

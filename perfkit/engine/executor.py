@@ -10,7 +10,8 @@ table. It must make the copy-on-write copies in `out.copies` before anything rea
 blocks, and return exactly one token per sampling sequence, in order.
 
 - ModelExecutor (engine/layers/executor.py, the default): the synthetic model over the
-  paged KV cache, the guard's logits mask, greedy or seeded sampling. The only executor
+  paged KV cache, the guard's logits mask, the batched sampler (engine/layers/sampler.py:
+  each sequence's SamplingParams, greedy by default). The only executor
   that imports torch, and it does so only when it is built.
 - NullExecutor (here): bookkeeping only, no tensors, deterministic tokens. Scheduling,
   block counts, preemptions and the KV timeline are those of the model engine whenever
@@ -25,14 +26,14 @@ engine builds the KV spec and the guard first, and the executor is built against
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
 from perfkit.config.schema import Profile
 from perfkit.engine.guard.guard import Guard
 from perfkit.engine.kv_spec import KVSpec
 from perfkit.engine.scheduler import SchedulerOutput
-from perfkit.engine.sequence import Sequence
+from perfkit.engine.sequence import Sequence, TokenLogprobs
 
 if TYPE_CHECKING:
     import torch
@@ -48,6 +49,12 @@ _SEQ_STRIDE, _POS_STRIDE = 7919, 104729
 class ExecutorOutput:
     token_ids: list[int]  # [len(sampling)]: token_ids[i] is sampling[i]'s next token
     mask_s: float = 0.0  # seconds in the guard's logits mask (a timing, not a count)
+    sample_s: float = 0.0  # seconds in the sampler, logprobs included (a timing)
+    # [len(sampling)] when any sequence asked for logprobs (None for those that did not)
+    logprobs: list[TokenLogprobs | None] | None = None
+    # prompt positions computed this step, for sequences that asked for prompt_logprobs:
+    # (sequence, its prompt positions' logprobs in order, from the first not yet recorded)
+    prompt_logprobs: list[tuple[Sequence, list[TokenLogprobs]]] = field(default_factory=list)
 
 
 class Executor(Protocol):
@@ -104,6 +111,8 @@ class NullExecutor:
         for seq in sampling:
             if guard is not None and seq.tool_call:
                 tokens.append(guard.first_legal(seq))
+            elif guard is not None and seq.grammar is not None:
+                tokens.append(guard.first_legal_structured(seq))
             elif token is not None:
                 tokens.append(token)
             else:

@@ -23,8 +23,8 @@ class KVManager:
     def _prefix_hits(self, seq: Sequence) -> list[int]:
         """Cached blocks for the longest cached prefix; at most (num_tokens - 1) tokens,
         so the step still computes the last token and gets its logits."""
-        if not self.pool.enable_caching:
-            return []
+        if not self.pool.enable_caching or seq.prompt_logprobs is not None:
+            return []  # prompt_logprobs: every position is computed (as vLLM skips the cache)
         limit = (seq.num_tokens - 1) // self.block_size
         hits = []
         for h in self._full_hashes(seq)[:limit]:

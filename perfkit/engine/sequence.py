@@ -4,8 +4,25 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from perfkit.engine.blocks import BlockHash
+from perfkit.engine.detokenizer import Detokenizer
+from perfkit.engine.sampling_params import GREEDY, SamplingParams
+
+if TYPE_CHECKING:
+    from perfkit.engine.guard.structured import Grammar
+
+
+@dataclass(frozen=True)
+class TokenLogprobs:
+    """One position's log-probabilities, from the logits after the guard's mask and before
+    bias, penalties and temperature (vLLM's default, "raw_logprobs")."""
+
+    token: int  # the token taken (sampled, or the prompt's)
+    logprob: float
+    rank: int  # 1 + the number of tokens more likely than it
+    top: tuple[tuple[int, float], ...]  # the N most likely (id, logprob), most likely first
 
 
 class SeqStatus(enum.Enum):
@@ -26,6 +43,13 @@ class Sequence:
     priority: int = 0  # lower runs first
     arrival_order: int = 0  # FCFS tie-break, set by the scheduler
     tool_call: bool = False
+    params: SamplingParams = GREEDY  # how the next token is picked (engine/layers/sampler.py)
+    sample_key: int = 0  # the counter-based draw's key (sampling_params.sampling_key)
+    detokenizer: Detokenizer | None = None  # output text and stop strings (params.detokenize)
+    # prompt_logprobs: index i holds prompt token i's logprobs (None at 0: nothing before
+    # it); the prefix cache is skipped, so every position is computed once at least
+    prompt_logprobs: list[TokenLogprobs | None] | None = None
+    stop_reason: str | int | None = None  # the stop string or stop token that ended it
     status: SeqStatus = SeqStatus.WAITING
     num_computed_tokens: int = 0  # tokens whose K/V are in the cache
     block_ids: list[int] = field(default_factory=list)  # block table, logical order
@@ -36,7 +60,8 @@ class Sequence:
     finish_reason: str | None = None
     first_scheduled_s: float | None = None  # perfkit.clock of the first admission (queue end)
     # guard state (engine/guard.py); kept across preemption: generated tokens are never redone
-    fsm_state: int = 0  # tool calls: DFA state after the output so far
+    fsm_state: int = 0  # tool calls, structured output: DFA state after the output so far
+    grammar: Grammar | None = None  # structured output still constrained (params.grammar)
     loop_start: int | None = None  # finish "loop": output index where the repeated cycle starts
 
     @property

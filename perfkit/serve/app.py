@@ -4,7 +4,7 @@
     POST /v1/chat/completions   messages -> message / deltas
     GET  /v1/models             the one model: the profile's name
     GET  /health                200 while the engine loop runs; 503 draining or failed
-    GET  /metrics               Prometheus text (metrics.py)
+    GET  /metrics               Prometheus text, or OpenMetrics when asked (metrics.py)
     POST /tokenize, /detokenize vLLM's: text or messages <-> token ids (tokenize.py)
     POST /reset_prefix_cache    vLLM's: forget every cached prefix block (409 while busy)
 """
@@ -114,8 +114,10 @@ async def health(request: web.Request) -> web.Response:
 
 async def prometheus(request: web.Request) -> web.Response:
     state = request.app[STATE]
-    text = metrics.render(metrics.collect(state), state.model.name)
-    return web.Response(body=text.encode(), headers={"Content-Type": metrics.CONTENT_TYPE})
+    om = metrics.wants_openmetrics(request.headers.get("Accept", ""))
+    text = metrics.render(metrics.collect(state), state.model.name, openmetrics=om)
+    kind = metrics.OPENMETRICS_TYPE if om else metrics.CONTENT_TYPE
+    return web.Response(body=text.encode(), headers={"Content-Type": kind})
 
 
 async def tokenize(request: web.Request) -> web.Response:

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 MAX_BODY_BYTES = 4 * 1024 * 1024  # a 128k-token prompt as ids fits with room to spare
-MAX_DEPTH = 16  # JSON nesting: the deepest valid body (chat content parts) needs 5
+MAX_DEPTH = 32  # JSON nesting: chat content parts need 5; tool schemas nest (3 per level)
 MAX_LINE_BYTES = 8190  # the request line (method, URL, version): aiohttp's default
 MAX_FIELD_BYTES = 8190  # one header: aiohttp's default
 

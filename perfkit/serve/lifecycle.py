@@ -12,6 +12,7 @@ Shutdown (SIGTERM or SIGINT, or `request_stop()`):
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import errno
 import signal
 import socket
@@ -36,6 +37,9 @@ GRACE_S = 2.0  # after cancelling: time for handlers to write their last chunk
 class ServeOptions:
     max_queued_tokens: int | None = None  # token quota; None = default_quota(); 0 = none
     drain_timeout_s: float = 10.0
+    # the model's end-of-sequence token (a request stops there unless ignore_eos); None:
+    # the synthetic model has none, generation ends at max_tokens or a stop condition
+    eos_token_id: int | None = None
 
 
 def bind(host: str, port: int) -> socket.socket:
@@ -109,7 +113,9 @@ class Server:
         engine = Engine(self.profile)  # builds the model: blocks the loop once, at start
         warm_up(engine)
         quota = self.options.max_queued_tokens
-        model = ModelInfo(self.profile.name, self.profile.model.vocab_size)
+        defaults = dataclasses.replace(engine.default_params, output_text=True,
+                                       eos_token_id=self.options.eos_token_id)
+        model = ModelInfo(self.profile.name, self.profile.model.vocab_size, defaults)
         self.state = ServerState(engine, model, default_quota(engine) if quota is None else quota)
         await self.state.start()
         self._runner = JsonErrorRunner(build_app(self.state), handler_cancellation=True,

@@ -1,7 +1,13 @@
-"""GET /metrics: Prometheus text exposition (format 0.0.4) with vLLM's metric names,
-so dashboards and scrapers written for vLLM read perfkit serve unchanged.
+"""GET /metrics: Prometheus text exposition (format 0.0.4), or OpenMetrics 1.0 when the
+scrape asks for it (Accept: application/openmetrics-text), with vLLM's metric names, so
+dashboards and scrapers written for vLLM read perfkit serve unchanged.
 
-Written by hand (a dozen lines) instead of depending on prometheus_client. Every
+Names. vLLM's `vllm:*` metrics keep vLLM's spelling on purpose, colon included (dashboards
+match them by name), although Prometheus reserves colons for recording rules and
+`promtool check metrics` reports them. perfkit's own metrics follow Prometheus's
+conventions: `perfkit_` prefix, base units, counters ending in `_total`.
+
+Written by hand (a few dozen lines) instead of depending on prometheus_client. Every
 sample carries a `model_name` label. Token counters count tokens; the prefix-cache
 pair counts prompt tokens looked up and found at each admission (a request
 re-admitted after preemption is looked up again, as vLLM does).
@@ -15,6 +21,7 @@ from typing import Literal
 from perfkit.serve.state import ServerState
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+OPENMETRICS_TYPE = "application/openmetrics-text; version=1.0.0; charset=utf-8"
 
 
 @dataclass(frozen=True)
@@ -53,12 +60,18 @@ def collect(state: ServerState) -> list[Metric]:
              engine.stats.sampled_tokens),
         Metric("vllm:request_success_total", "counter", "Finished requests by finish reason.",
                [({"finished_reason": k}, v) for k, v in sorted(c.finished.items())]),
-        Metric("perfkit:requests_rejected_total", "counter",
+        Metric("perfkit_requests_rejected_total", "counter",
                "Requests refused at admission, by reason.",
                [({"reason": k}, v) for k, v in sorted(c.rejected.items())]),
-        _one("perfkit:queued_tokens", "gauge",
+        _one("perfkit_queued_tokens", "gauge",
              "Tokens (prompt + max_tokens) of accepted, unfinished requests (the quota's use).",
              state.queued_tokens),
+        _one("perfkit_engine_steps_total", "counter", "Engine steps run.", engine.stats.steps),
+        _one("perfkit_sampler_seconds_total", "counter",
+             "Time in the token sampler (since start or the last stats reset).",
+             engine.stats.sampler_s),
+        _one("perfkit_guard_seconds_total", "counter",
+             "Time in the guard: logits masks and grammar checks.", engine.stats.guard_s),
     ]
 
 
@@ -74,11 +87,23 @@ def _value(value: float) -> str:
     return str(int(value)) if float(value).is_integer() else repr(float(value))
 
 
-def render(metrics: list[Metric], model_name: str) -> str:
+def render(metrics: list[Metric], model_name: str, openmetrics: bool = False) -> str:
+    """Text format 0.0.4; or OpenMetrics: a counter's family is named without `_total`
+    (its samples keep it) and the exposition ends with `# EOF`."""
     lines = []
     for m in metrics:
-        lines += [f"# HELP {m.name} {m.help}", f"# TYPE {m.name} {m.kind}"]
+        family = m.name.removesuffix("_total") if openmetrics and m.kind == "counter" \
+            else m.name
+        help_ = m.help.replace("\\", "\\\\").replace("\n", "\\n")
+        lines += [f"# HELP {family} {help_}", f"# TYPE {family} {m.kind}"]
         for extra, value in m.samples:
             labels = _labels({"model_name": model_name} | extra)
             lines.append(f"{m.name}{labels} {_value(value)}")
+    if openmetrics:
+        lines.append("# EOF")
     return "\n".join(lines) + "\n"
+
+
+def wants_openmetrics(accept: str) -> bool:
+    """A scrape that lists OpenMetrics among what it accepts (Prometheus does, first)."""
+    return "application/openmetrics-text" in accept

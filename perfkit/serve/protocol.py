@@ -1,123 +1,86 @@
 """Request bodies of /v1/completions and /v1/chat/completions -> `GenerateRequest`.
 
-Anything wrong raises `ApiError` (an HTTP status and OpenAI's error body). Sampling
-fields of OpenAI's and vLLM's APIs (temperature, top_p, top_k, min_p, seed, stop,
-repetition/presence/frequency penalties, ...) are type-checked, accepted and ignored: the
-profile decides sampling, and the response says which were ignored (the header
-`X-Perfkit-Ignored`, given values other than the neutral one). Fields that would change
-the response's shape (n > 1, best_of, echo, logprobs, suffix) are refused; unknown
-fields are refused.
+Anything wrong raises `ApiError` (an HTTP status and OpenAI's error body) naming the
+field. What each field does is in fields.py: sampling, stop and logprobs fields are
+applied (sampling.py), tools and response formats go through the guard (structured.py),
+fields that change nothing here are accepted and named in the `X-Perfkit-Ignored` header,
+values perfkit cannot honour (n > 1, best_of, suffix) are refused, unknown fields too.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import dataclasses
+from dataclasses import dataclass, field
 from typing import Any
 
-from perfkit.serve.bounds import json_type, sampling_problem, shown
-from perfkit.serve.tokens import chat_text, tokenize
+from perfkit.engine.sampling_params import SamplingParams
+from perfkit.serve import fields
+from perfkit.serve.bounds import sampling_problem, shown
+from perfkit.serve.errors import ApiError, invalid
+from perfkit.serve.prompts import parse_messages, parse_prompt, parse_prompts
+from perfkit.serve.sampling import sampling_params
+from perfkit.serve.structured import Structured, parse_structured
+
+__all__ = ["ApiError", "GenerateRequest", "ModelInfo", "invalid", "parse_messages",
+           "parse_prompt", "parse_request"]
 
 DEFAULT_MAX_TOKENS = 16  # OpenAI's default for completions; used for chat too
-
-
-class ApiError(Exception):
-    """An error answer: status and OpenAI's `{"error": {message, type, param, code}}`."""
-
-    def __init__(self, status: int, message: str, param: str | None = None,
-                 code: str | None = None, type_: str = "invalid_request_error",
-                 retry_after_s: int | None = None) -> None:
-        super().__init__(message)
-        self.status = status
-        self.message = message
-        self.param = param
-        self.code = code
-        self.type = type_
-        self.retry_after_s = retry_after_s  # sent as the Retry-After header (429, 503)
-
-    def body(self) -> dict[str, Any]:
-        return {"error": {"message": self.message, "type": self.type, "param": self.param,
-                          "code": self.code}}
-
-
-def invalid(param: str, message: str, code: str = "invalid_value") -> ApiError:
-    return ApiError(400, f"{param}: {message}", param=param, code=code)
 
 
 @dataclass(frozen=True)
 class ModelInfo:
     name: str  # the one model id served (the profile's name)
     vocab_size: int
+    # the profile's temperature and the server's EOS token, for fields a request leaves out
+    defaults: SamplingParams = field(default_factory=SamplingParams)
+
+
+@dataclass(frozen=True)
+class Prompt:
+    ids: tuple[int, ...]  # token ids
+    text: str  # as given (a string prompt), or its ids as words "t5 t6" (echo)
 
 
 @dataclass(frozen=True)
 class GenerateRequest:
     chat: bool  # /v1/chat/completions (else /v1/completions)
-    prompt: tuple[int, ...]  # token ids
+    prompts: tuple[Prompt, ...]  # one choice each, in order (a batch: completions only)
     max_tokens: int  # requested output tokens (the engine also stops at max_model_len)
     stream: bool
     include_usage: bool  # stream_options.include_usage: a last chunk with usage
+    continuous_usage: bool = False  # stream_options.continuous_usage_stats: in every chunk
+    echo: bool = False  # completions: the prompt's text (and logprobs) before the output
     priority: int = 0  # vLLM's extension: lower runs first
     tool_call: bool = False  # perfkit's extension: output is a guarded tool call
-    ignored: tuple[str, ...] = ()  # sampling fields given a non-neutral value, not honoured
+    # sampling, stop, logprobs, and the grammar of `structured`
+    params: SamplingParams = field(default_factory=lambda: SamplingParams(output_text=True))
+    structured: Structured | None = None  # tools / response_format through the guard
+    ignored: tuple[str, ...] = ()  # fields given a value that changes nothing here
 
-
-_NUMBER = (int, float)
-# Accepted and ignored: they cannot change the output of this engine.
-_IGNORED: dict[str, tuple[type, ...]] = {
-    "temperature": _NUMBER, "top_p": _NUMBER, "presence_penalty": _NUMBER,
-    "frequency_penalty": _NUMBER, "seed": (int,), "user": (str,), "stop": (str, list),
-    "logit_bias": (dict,), "ignore_eos": (bool,), "min_tokens": (int,),
-    # vLLM's sampling extensions (`vllm bench serve` always sends repetition_penalty)
-    "repetition_penalty": _NUMBER, "top_k": (int,), "min_p": _NUMBER,
-    "length_penalty": _NUMBER, "stop_token_ids": (list,), "bad_words": (list,),
-    "include_stop_str_in_output": (bool,), "skip_special_tokens": (bool,),
-    "spaces_between_special_tokens": (bool,), "add_special_tokens": (bool,),
-    "truncate_prompt_tokens": (int,),
-}
-# What each ignored field's value means "no change" at (absent from the report then).
-# ignore_eos is honoured in effect: the engine never stops at EOS.
-_NO_CHANGE: dict[str, tuple[Any, ...]] = {
-    "temperature": (0, 1), "top_p": (1,), "presence_penalty": (0,), "frequency_penalty": (0,),
-    "repetition_penalty": (1,), "top_k": (0, -1), "min_p": (0,), "length_penalty": (1,),
-    "ignore_eos": (True, False), "logit_bias": ({},), "stop": ([],),
-    "stop_token_ids": ([],), "bad_words": ([],), "include_stop_str_in_output": (True, False),
-    "skip_special_tokens": (True, False), "spaces_between_special_tokens": (True, False),
-    "add_special_tokens": (True, False), "min_tokens": (0,),
-}
-# Accepted only at their neutral value.
-_NEUTRAL: dict[str, tuple[Any, ...]] = {
-    "n": (None, 1), "best_of": (None, 1), "echo": (None, False), "logprobs": (None, False),
-    "suffix": (None, ""), "top_logprobs": (None, 0),
-}
-_COMMON = {"model", "max_tokens", "stream", "stream_options", "priority", "tool_call",
-           *_IGNORED, *_NEUTRAL}
-COMPLETION_FIELDS = frozenset({*_COMMON, "prompt"}) - {"top_logprobs"}
-CHAT_FIELDS = frozenset({*_COMMON, "messages", "max_completion_tokens"}) - {
-    "best_of", "echo", "suffix"}
+    @property
+    def prompt(self) -> tuple[int, ...]:
+        """The first prompt's ids (the only one but in a batched completion)."""
+        return self.prompts[0].ids
 
 
 def _is_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def _check_fields(body: dict[str, Any], allowed: frozenset[str]) -> None:
+def _check_fields(body: dict[str, Any], chat: bool) -> None:
+    allowed = fields.allowed_fields(chat)
     for key in body:
         if key not in allowed:
             raise invalid(key, "unknown field (not supported by perfkit serve)", "unknown_field")
-    for key, types in _IGNORED.items():
-        value = body.get(key)
+    for key, value in body.items():
+        types = fields.types_of(key, chat)
         if value is not None and (not isinstance(value, types) or
                                   (isinstance(value, bool) and bool not in types)):
-            raise invalid(key, f"expected {' or '.join(t.__name__ for t in types)}")
-    for key, neutral in _NEUTRAL.items():
-        if key in allowed and body.get(key) not in neutral:
-            raise invalid(key, f"only {neutral[-1]!r} is supported", "unsupported_value")
-
-
-def ignored_fields(body: dict[str, Any]) -> tuple[str, ...]:
-    """The sampling fields this request sets to a value the engine does not honour."""
-    return tuple(sorted(key for key in _IGNORED if key != "user" and body.get(key) is not None
-                        and body[key] not in _NO_CHANGE.get(key, ())))
+            raise invalid(key, f"expected {' or '.join(t.__name__ for t in types)}, "
+                          f"got {shown(value)}")
+    for key, (honoured, why) in fields.NEUTRAL_ONLY.items():
+        if key in allowed and body.get(key) is not None and body[key] not in honoured:
+            raise invalid(key, why, "unsupported_value")
 
 
 def _check_model(body: dict[str, Any], model: ModelInfo) -> None:
@@ -149,90 +112,59 @@ def _bool_field(body: dict[str, Any], key: str) -> bool:
     return value
 
 
-def _include_usage(body: dict[str, Any], stream: bool) -> bool:
+def _stream_options(body: dict[str, Any], stream: bool) -> tuple[bool, bool]:
+    """(include_usage, continuous_usage_stats); vLLM sends usage in every chunk only when
+    both are true."""
     options = body.get("stream_options")
     if options is None:
-        return False
+        return False, False
     if not stream:
         raise invalid("stream_options", "only allowed when stream is true")
-    if not isinstance(options, dict) or set(options) - {"include_usage"}:
-        raise invalid("stream_options", "expected {\"include_usage\": true|false}")
-    return _bool_field(options, "include_usage")
+    unknown = set(options) - {"include_usage", "continuous_usage_stats"}
+    if unknown:
+        raise invalid(f"stream_options.{sorted(unknown)[0]}", "unknown option (expected "
+                      "include_usage, continuous_usage_stats)", "unknown_field")
+    usage = _bool_field(options, "include_usage")
+    return usage, usage and _bool_field(options, "continuous_usage_stats")
 
 
-def _token_ids(value: list[Any], vocab_size: int, param: str) -> list[int]:
-    for i, token in enumerate(value):
-        if not _is_int(token):
-            raise invalid(f"{param}[{i}]", f"token ids must be integers, got {shown(token)}",
-                          "invalid_type")
-        if not 0 <= token < vocab_size:
-            raise invalid(f"{param}[{i}]", f"expected a token id in [0, {vocab_size}), "
-                          f"got {token}")
-    return list(value)
-
-
-def parse_prompt(value: Any, vocab_size: int) -> list[int]:
-    """A string, a list of token ids, or a batch of exactly one of those."""
-    if isinstance(value, list) and len(value) == 1 and isinstance(value[0], str | list):
-        value = value[0]  # a batch of one
-    if isinstance(value, str):
-        ids = tokenize(value, vocab_size)
-    elif isinstance(value, list) and not any(isinstance(t, str | list) for t in value):
-        ids = _token_ids(value, vocab_size, "prompt")
-    elif isinstance(value, list):
-        raise invalid("prompt", "batched prompts are not supported; send one per request",
-                      "unsupported_value")
-    elif value is None:
-        raise invalid("prompt", "required: a string or a list of token ids", "missing_field")
+def _prompts(body: dict[str, Any], vocab_size: int, chat: bool) -> tuple[Prompt, ...]:
+    prompts: list[tuple[list[int], str | None]]
+    if chat:
+        prompts = [(parse_messages(body.get("messages"), vocab_size), None)]
     else:
-        raise invalid("prompt", "expected a string or a list of token ids, got "
-                      f"{json_type(value)} {shown(value)}", "invalid_type")
-    if not ids:
-        raise invalid("prompt", "is empty (no words or token ids)")
-    return ids
-
-
-def _content(message: dict[str, Any], i: int) -> str:
-    content = message.get("content")
-    if content is None or isinstance(content, str):
-        return content or ""
-    if isinstance(content, list) and all(
-            isinstance(p, dict) and p.get("type") == "text" and isinstance(p.get("text"), str)
-            for p in content):
-        return " ".join(p["text"] for p in content)
-    raise invalid(f"messages[{i}].content", "expected a string or a list of text parts")
-
-
-def parse_messages(value: Any, vocab_size: int) -> list[int]:
-    if not isinstance(value, list) or not value:
-        raise invalid("messages", "required: a non-empty list of {role, content}",
-                      "missing_field")
-    pairs = []
-    for i, message in enumerate(value):
-        if not isinstance(message, dict) or not isinstance(message.get("role"), str):
-            raise invalid(f"messages[{i}]", "expected an object with a string role")
-        pairs.append((message["role"], _content(message, i)))
-    return tokenize(chat_text(pairs), vocab_size)
+        prompts = parse_prompts(body.get("prompt"), vocab_size)
+    keep = body.get("truncate_prompt_tokens")  # vLLM: keep the last N tokens
+    if keep is not None and keep > 0:
+        prompts = [(ids[-keep:], None if len(ids) > keep else text) for ids, text in prompts]
+    return tuple(Prompt(tuple(ids), text if text is not None else
+                        " ".join(f"t{t}" for t in ids)) for ids, text in prompts)
 
 
 def parse_request(body: Any, model: ModelInfo, chat: bool) -> GenerateRequest:
     if not isinstance(body, dict):
         raise ApiError(400, "the request body must be a JSON object", code="invalid_json")
-    _check_fields(body, CHAT_FIELDS if chat else COMPLETION_FIELDS)
+    _check_fields(body, chat)
     if (problem := sampling_problem(body)) is not None:
         raise invalid(*problem)
     _check_model(body, model)
-    if chat:
-        prompt = parse_messages(body.get("messages"), model.vocab_size)
-        key = "max_completion_tokens" if body.get("max_completion_tokens") is not None \
-            else "max_tokens"
-    else:
-        prompt = parse_prompt(body.get("prompt"), model.vocab_size)
-        key = "max_tokens"
+    key = "max_completion_tokens" if chat and body.get("max_completion_tokens") is not None \
+        else "max_tokens"
+    max_tokens = _int_field(body, key, DEFAULT_MAX_TOKENS, 1)
     stream = _bool_field(body, "stream")
+    usage, continuous = _stream_options(body, stream)
+    echo = not chat and _bool_field(body, "echo")
+    structured = parse_structured(body, chat, model.vocab_size)
+    tool_call = _bool_field(body, "tool_call")
+    if tool_call and structured is not None:
+        raise invalid("tool_call", "cannot be combined with tools or response_format")
+    params = sampling_params(body, chat, model.defaults, model.vocab_size, max_tokens, echo)
+    if structured is not None:
+        params = dataclasses.replace(params, grammar=structured.grammar,
+                                     grammar_optional=structured.optional)
     return GenerateRequest(
-        chat=chat, prompt=tuple(prompt), max_tokens=_int_field(body, key, DEFAULT_MAX_TOKENS, 1),
-        stream=stream, include_usage=_include_usage(body, stream),
-        priority=_int_field(body, "priority", 0, None), tool_call=_bool_field(body, "tool_call"),
-        ignored=ignored_fields(body),
+        chat=chat, prompts=_prompts(body, model.vocab_size, chat), max_tokens=max_tokens,
+        stream=stream, include_usage=usage, continuous_usage=continuous, echo=echo,
+        priority=_int_field(body, "priority", 0, None), tool_call=tool_call, params=params,
+        structured=structured, ignored=fields.ignored_fields(body, chat),
     )

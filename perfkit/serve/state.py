@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from perfkit.engine.async_engine import AsyncEngine, RequestStream
 from perfkit.engine.engine import Engine
 from perfkit.engine.scheduler import SchedulerOutput
-from perfkit.serve.protocol import ApiError, GenerateRequest, ModelInfo
+from perfkit.serve.protocol import ApiError, GenerateRequest, ModelInfo, Prompt
 from perfkit.workload import RequestSpec
 
 log = logging.getLogger("perfkit.serve")
@@ -35,6 +35,10 @@ REJECTIONS: dict[str, tuple[int, str]] = {
     "exceeds_kv_pool": (400, "prompt + max_tokens needs more KV blocks than the whole pool; "
                              "lower max_tokens"),
     "tool_call_budget": (400, "max_tokens is too small for the shortest valid tool call"),
+    "structured_budget": (400, "max_tokens is too small for the shortest output the tools or "
+                               "response_format allow"),
+    "guard_off": (400, "tools and response_format need the guard (the profile sets "
+                       "engine.guard = false)"),
     "queue_full": (429, "the waiting queue is full; retry later"),
 }
 
@@ -91,27 +95,28 @@ class ServerState:
         return task is not None and not task.done()
 
     # -- admission ----------------------------------------------------------------------
-    def submit(self, gen: GenerateRequest) -> RequestStream:
+    def submit(self, gen: GenerateRequest, prompt: Prompt) -> RequestStream:
+        """Admit one choice's request (`prompt`, one of gen.prompts)."""
         if self.draining or self.engine_error is not None:
             raise ApiError(503, "the server is shutting down" if self.draining else
                            f"the engine stopped: {self.engine_error}", code="unavailable",
                            type_="service_unavailable", retry_after_s=RETRY_AFTER_S)
-        max_len = self.engine.max_model_len
-        if len(gen.prompt) >= max_len:  # permanent: say so before any 429 (the engine agrees)
-            raise self._rejection("prompt_too_long", len(gen.prompt), gen.chat)
-        need = len(gen.prompt) + gen.max_tokens
+        max_len, ids = self.engine.max_model_len, prompt.ids
+        if len(ids) >= max_len:  # permanent: say so before any 429 (the engine agrees)
+            raise self._rejection("prompt_too_long", len(ids), gen.chat)
+        need = len(ids) + gen.max_tokens
         if need > max_len:  # refused, as vLLM does, rather than clamped
             raise ApiError(400, f"This model's maximum context length is {max_len} tokens. "
-                           f"However, you requested {need} tokens ({len(gen.prompt)} in the "
+                           f"However, you requested {need} tokens ({len(ids)} in the "
                            f"prompt, {gen.max_tokens} in the completion); lower max_tokens to "
-                           f"at most {max_len - len(gen.prompt)}", param="max_tokens",
+                           f"at most {max_len - len(ids)}", param="max_tokens",
                            code="context_length_exceeded")
         self._check_quota(need)
-        spec = RequestSpec(next(self._ids), gen.prompt, gen.max_tokens, gen.priority,
+        spec = RequestSpec(next(self._ids), ids, gen.max_tokens, gen.priority,
                            tool_call=gen.tool_call)
-        stream = self.async_engine.submit(spec)
+        stream = self.async_engine.submit(spec, gen.params)
         if stream.rejected is not None:
-            raise self._rejection(stream.rejected, len(gen.prompt), gen.chat)
+            raise self._rejection(stream.rejected, len(ids), gen.chat)
         self.inflight[stream] = need
         self.queued_tokens += need
         self.idle.clear()
@@ -141,7 +146,7 @@ class ServerState:
             return ApiError(429, message, code=reason, type_="rate_limit_error",
                             retry_after_s=RETRY_AFTER_S)
         param = ("messages" if chat else "prompt") if reason == "prompt_too_long" \
-            else "max_tokens"
+            else "tools" if reason == "guard_off" else "max_tokens"
         return ApiError(status, message, param=param, code=reason)
 
     # -- in flight ----------------------------------------------------------------------

@@ -40,10 +40,12 @@ class _Thread(threading.Thread):
 @contextmanager
 def running_server(profile_ref: str = "default", sets: Sequence[str] = (),
                    model: str | None = None, *, max_queued_tokens: int | None = None,
-                   drain_timeout_s: float = 1.0) -> Iterator[str]:
+                   drain_timeout_s: float = 1.0, eos_token_id: int | None = None
+                   ) -> Iterator[str]:
     """Yield the base URL (`http://127.0.0.1:PORT`, no `/v1`) of a started server."""
     profile = load_profile(profile_ref, Overrides(model=model, sets=tuple(sets)))
-    options = ServeOptions(max_queued_tokens=max_queued_tokens, drain_timeout_s=drain_timeout_s)
+    options = ServeOptions(max_queued_tokens=max_queued_tokens, drain_timeout_s=drain_timeout_s,
+                           eos_token_id=eos_token_id)
     server = Server(profile, options, bind("127.0.0.1", 0))
     thread = _Thread(server)
     thread.start()

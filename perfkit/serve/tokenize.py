@@ -12,7 +12,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from perfkit.serve.protocol import ApiError, ModelInfo, invalid, parse_messages, parse_prompt
+from perfkit.serve.errors import ApiError, invalid
+from perfkit.serve.prompts import parse_messages, parse_prompt
+from perfkit.serve.protocol import ModelInfo
 
 _TOKENIZE_FIELDS = frozenset({"model", "prompt", "messages", "add_special_tokens",
                               "add_generation_prompt", "return_token_strs"})

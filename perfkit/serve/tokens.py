@@ -23,6 +23,7 @@ import re
 from collections.abc import Iterable
 
 from perfkit.engine.guard.grammar import Vocabulary
+from perfkit.engine.text import token_text
 
 _WORD_ID = re.compile(r"t([1-9][0-9]*)")
 
@@ -48,4 +49,4 @@ def chat_text(messages: Iterable[tuple[str, str]]) -> str:
 
 def render_token(token: int, grammar: Vocabulary | None = None) -> str:
     """` t<id>`; with the grammar (tool-call requests) its token text (e.g. `"name"`)."""
-    return f" t{token}" if grammar is None else grammar.detokenize((token,))
+    return token_text(token, grammar)

@@ -29,6 +29,7 @@ COMPONENT_RULES: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("block pool", re.compile(r"(^|/)perfkit/engine/blocks\.py$")),
     ("attention", re.compile(r"(^|/)perfkit/engine/layers/(attention|metadata|workspace|kv_cache)"
                              r"\.py$")),
+    ("sampling", re.compile(r"(^|/)perfkit/engine/(layers/sampler|sampling_params)\.py$")),
     ("model", re.compile(r"(^|/)perfkit/engine/layers/(model|executor)\.py$")),
     ("guard", re.compile(r"(^|/)perfkit/engine/guard/")),
     ("samplers", re.compile(r"(^|/)perfkit/(measure|stacks)/")),

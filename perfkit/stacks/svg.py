@@ -30,6 +30,7 @@ COMPONENT_COLORS = {
     "scheduler": "rgb(92,140,220)",
     "block pool": "rgb(80,180,120)",
     "attention": "rgb(170,110,210)",
+    "sampling": "rgb(60,170,190)",  # the token sampler (engine/layers/sampler.py)
     "model": "rgb(235,150,60)",
     "guard": "rgb(200,120,150)",
     "samplers": "rgb(160,160,160)",

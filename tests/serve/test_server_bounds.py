@@ -157,5 +157,5 @@ def test_long_values_are_cut_in_messages(base_url: str) -> None:
     reply = post(base_url, prompt=[{"text": "x" * 10_000}])
     error = expect_error(reply, 400, "invalid_type", "token ids must be integers")
     assert len(error["message"]) < 120 and error["message"].endswith("...")
-    batch = post(base_url, prompt=["a", "b"])  # a real batch is still named as one
-    expect_error(batch, 400, "unsupported_value", "batched prompts are not supported")
+    batch = post(base_url, "/tokenize", prompt=["a", "b"])  # /tokenize takes one prompt
+    expect_error(batch, 400, "unsupported_value", "a batch of prompts is not allowed here")

@@ -79,6 +79,7 @@ def test_parse_frame_and_function_key():
     ("perfkit/engine/layers/kv_cache.py", "attention"),
     ("perfkit/engine/layers/model.py", "model"),
     ("perfkit/engine/layers/executor.py", "model"),
+    ("perfkit/engine/layers/sampler.py", "sampling"),
     ("perfkit/engine/guard/mask.py", "guard"),
     ("perfkit/measure/nvml.py", "samplers"),
     ("perfkit/engine/engine.py", "other"),
@@ -113,8 +114,8 @@ def test_summary_self_inclusive_and_components():
     assert incl["rec (r.py)"] == 1  # recursion counted once per sample
     comps = {r.frame: r.samples for r in s.components}
     assert [r.frame for r in s.components] == list(COMPONENTS)
-    assert comps == {"scheduler": 0, "block pool": 0, "attention": 3, "model": 6,
-                     "guard": 0, "samplers": 0, "other": 1}
+    assert comps == {"scheduler": 0, "block pool": 0, "attention": 3, "sampling": 0,
+                     "model": 6, "guard": 0, "samplers": 0, "other": 1}
     assert sum(r.share for r in s.components) == pytest.approx(1.0)
 
 

@@ -1,4 +1,11 @@
-"""The guard: FSM-constrained decoding for tool calls, loop detection for everything else.
+"""The guard: FSM-constrained decoding for tool calls and structured output, loop detection
+for everything else.
+
+Two kinds of constrained requests: the seed's tool calls (`tool_call`, the fixed grammar of
+grammar.py / dfa.py, below) and structured output (`params.grammar`, a request's own
+grammar compiled from tools or a JSON schema: structured.py). Both follow the same budget
+rule and end with "stop" when their DFA can take nothing more; structured output is
+cyclic (strings of any length), so the loop detector watches it like text.
 
 Where it runs in Engine.step: schedule -> forward -> **mask** -> sample -> append -> **check**.
 This module is the bookkeeping half (no torch): admission, the DFA walk, loop detection.
@@ -39,6 +46,7 @@ from dataclasses import dataclass, field
 
 from perfkit.engine.guard.dfa import ToolCallDFA
 from perfkit.engine.guard.grammar import Vocabulary, validate
+from perfkit.engine.guard.structured import Grammar
 from perfkit.engine.sequence import Sequence
 
 GUARD_REASONS = ("stop", "loop", "length")
@@ -90,13 +98,19 @@ class Guard:
         return min(seq.max_tokens - seq.num_output_tokens, self.max_model_len - seq.num_tokens)
 
     def admit(self, seq: Sequence) -> str | None:
-        """Why a tool call can never complete within its budget, else None."""
+        """Why a tool call or structured output can never complete within its budget."""
         if seq.tool_call and self.budget(seq) < self.dfa.min_to_accept[self.dfa.start]:
             return "tool_call_budget"
+        grammar = seq.grammar  # optional (tool_choice auto): too short a budget leaves text
+        if grammar is not None and not seq.params.grammar_optional \
+                and self.budget(seq) < grammar.dfa.min_to_accept[seq.fsm_state]:
+            return "structured_budget"
         return None
 
     def start(self, seq: Sequence) -> None:
-        seq.fsm_state = self.dfa.start
+        grammar = seq.params.grammar
+        seq.grammar = grammar
+        seq.fsm_state = self.dfa.start if grammar is None else grammar.dfa.start
 
     # -- per step -----------------------------------------------------------------------
     def key(self, seq: Sequence) -> int:
@@ -119,9 +133,35 @@ class Guard:
             token = self._first_legal[key] = self.base + legal.index(True)
         return token
 
+    def first_legal_structured(self, seq: Sequence) -> int:
+        """The smallest grammar token the mask leaves finite (the null executor's pick)."""
+        grammar = seq.grammar
+        assert grammar is not None
+        dfa, budget = grammar.dfa, self.budget(seq)
+        nxt = dfa.next_state[seq.fsm_state]
+        legal = (nxt >= 0) & (dfa.min_to_accept[nxt] < budget)
+        if not legal.any():  # admission and the budget rule make this unreachable
+            raise RuntimeError(f"request {seq.seq_id}: no legal token in its grammar")
+        return grammar.first_id + int(legal.argmax())
+
     def check(self, seqs: list[Sequence]) -> list[str | None]:
         """After each sequence's newest token is appended: a finish reason or None."""
-        return [self._advance(s) if s.tool_call else self._loop(s) for s in seqs]
+        return [self._advance(s) if s.tool_call else
+                self._advance_structured(s) if s.grammar is not None else self._loop(s)
+                for s in seqs]
+
+    def _advance_structured(self, seq: Sequence) -> str | None:
+        grammar: Grammar = seq.grammar  # type: ignore[assignment]
+        k = seq.token_ids[-1] - grammar.first_id
+        if k < 0 and seq.params.grammar_optional and seq.num_output_tokens == 1:
+            seq.grammar = None  # tool_choice auto: the model chose text
+            return self._loop(seq)
+        state = int(grammar.dfa.next_state[seq.fsm_state, k]) if k >= 0 else -1
+        if state < 0:
+            raise RuntimeError(f"request {seq.seq_id}: token {seq.token_ids[-1]} is illegal "
+                               f"in its {grammar.name} grammar (the mask should forbid it)")
+        seq.fsm_state = state
+        return "stop" if grammar.dfa.final[state] else self._loop(seq)
 
     def _advance(self, seq: Sequence) -> str | None:
         k = seq.token_ids[-1] - self.base

@@ -4,11 +4,13 @@ One step on the tensors:
 
     copy-on-write block copies -> gather the step's tokens -> SyntheticModel.forward
     (paged attention over the KV cache) -> guard mask on tool-call rows -> sample
+    (sampler.py: each row by its sequence's SamplingParams)
 
 The batch is the scheduled sequences in order, each contributing num_new_tokens rows
 (a prefill chunk, or 1 for a decode): T rows in all. Logits are computed for the S rows
 that sample (each such sequence's last new token), so logits are [S, vocab] and row i
-samples sampling[i].
+samples sampling[i]; then, for sequences that asked for prompt_logprobs, one row per
+prompt position of their chunk not yet recorded (position q predicts prompt token q + 1).
 """
 
 from __future__ import annotations
@@ -26,8 +28,12 @@ from perfkit.engine.kv_spec import KVSpec
 from perfkit.engine.layers.attention import AttentionMetadata, PagedAttention
 from perfkit.engine.layers.kv_cache import KVCache
 from perfkit.engine.layers.model import SyntheticModel
+from perfkit.engine.layers.sampler import build_batch, sample, token_logprobs
 from perfkit.engine.scheduler import SchedulerOutput
-from perfkit.engine.sequence import Sequence
+from perfkit.engine.sequence import Sequence, TokenLogprobs
+
+# one sequence's prompt positions this step: (sequence, first position q, their targets)
+PromptRows = list[tuple[Sequence, int, list[int]]]
 
 
 class ModelExecutor:
@@ -45,33 +51,46 @@ class ModelExecutor:
             backend=eng.attention_backend)
         self.model = SyntheticModel(mcfg, self.attention, eng.max_model_len, eng.seed,
                                     gemm=eng.cpu_gemm, batch_hint=eng.max_num_seqs)
-        self.greedy = eng.sampling == "greedy"
-        self.seed = eng.seed
-        self.generator = torch.Generator(device=self.device).manual_seed(eng.seed)
+        self.vocab_size = mcfg.vocab_size
         self.mask = GuardMask(guard, self.device) if guard is not None else None
 
     def reset(self) -> None:
-        self.generator.manual_seed(self.seed)
+        pass  # sampling is counter-based: no generator state to rewind
 
     def execute(self, out: SchedulerOutput, sampling: list[Sequence]) -> ExecutorOutput:
         if out.copies:
             self.kv.copy_blocks(out.copies)
-        logits = self._forward(out)  # [S, vocab] float32
-        mask_s = 0.0
+        prompt_rows: PromptRows = []
+        logits = self._forward(out, prompt_rows)  # [S + prompt rows, vocab] float32
+        result = ExecutorOutput([])
+        if prompt_rows:
+            result.prompt_logprobs = self._prompt_logprobs(logits[-sum(
+                len(t) for _, _, t in prompt_rows):], prompt_rows)
+        logits = logits[:len(sampling)]
         if self.mask is not None and sampling:
             start = time.perf_counter()
             self.mask.apply(sampling, logits)
-            mask_s = time.perf_counter() - start
-        # a step of mid-prompt chunks only has one placeholder row, sampled (as the
-        # engine always has: the random stream stays that of earlier versions) and dropped
-        return ExecutorOutput(self._sample(logits)[:len(sampling)], mask_s)
+            result.mask_s = time.perf_counter() - start
+        if sampling:  # else only mid-prompt chunks (one placeholder row): nothing to sample
+            start = time.perf_counter()
+            result.token_ids, result.logprobs = self._sample(logits, sampling)
+            result.sample_s = time.perf_counter() - start
+        return result
 
-    def _forward(self, out: SchedulerOutput) -> torch.Tensor:
+    def _forward(self, out: SchedulerOutput, prompt_rows: PromptRows) -> torch.Tensor:
+        """Logits of the sampling rows, then of the prompt rows it appends to prompt_rows."""
         ids: list[int] = []  # [T] the step's new tokens, sequence by sequence
         positions: list[int] = []  # [T] their positions in their sequences
         q_lens, seq_lens, tables, logit_rows = [], [], [], []
+        extra: list[int] = []  # [P] prompt rows (their index in T)
         for item in out.scheduled:
             seq, start, n = item.seq, item.seq.num_computed_tokens, item.num_new_tokens
+            if seq.prompt_logprobs is not None:  # positions q predict prompt token q + 1
+                first = max(start, len(seq.prompt_logprobs) - 1)
+                last = min(start + n, seq.num_prompt_tokens - 1)
+                if first < last:
+                    extra.extend(range(len(ids) + first - start, len(ids) + last - start))
+                    prompt_rows.append((seq, first, seq.token_ids[first + 1:last + 1]))
             ids.extend(seq.token_ids[start:start + n])
             positions.extend(range(start, start + n))
             q_lens.append(n)
@@ -79,21 +98,41 @@ class ModelExecutor:
             tables.append(seq.block_ids)
             if item.samples:
                 logit_rows.append(len(ids) - 1)
-        if not logit_rows:  # only prefill chunks that end mid-prompt
+        if not logit_rows and not extra:  # only prefill chunks that end mid-prompt
             logit_rows = [len(ids) - 1]
         dev = self.device
         meta = AttentionMetadata.build(q_lens, seq_lens, tables, self.spec.block_size, dev)
         return self.model.forward(
             torch.tensor(ids, dtype=torch.long, device=dev),
             torch.tensor(positions, dtype=torch.long, device=dev),
-            meta, torch.tensor(logit_rows, dtype=torch.long, device=dev),
+            meta, torch.tensor(logit_rows + extra, dtype=torch.long, device=dev),
         )
 
-    def _sample(self, logits: torch.Tensor) -> list[int]:
-        if self.greedy:
-            return list(logits.argmax(dim=-1).tolist())
-        probs = torch.softmax(logits, dim=-1)
-        return list(torch.multinomial(probs, 1, generator=self.generator).squeeze(1).tolist())
+    def _sample(self, logits: torch.Tensor, sampling: list[Sequence]
+                ) -> tuple[list[int], list[TokenLogprobs | None] | None]:
+        want = [i for i, s in enumerate(sampling) if s.params.logprobs is not None]
+        raw = logits[want] if want else None  # a copy, before the sampler changes logits
+        batch = build_batch(sampling, self.vocab_size, self.device)
+        tokens = sample(logits, batch)
+        if raw is None:
+            return list(tokens.tolist()), None  # .tolist() syncs the device
+        found = token_logprobs(raw, tokens[want],
+                               [sampling[i].params.logprobs or 0 for i in want])
+        logprobs: list[TokenLogprobs | None] = [None] * len(sampling)
+        for i, lp in zip(want, found):
+            logprobs[i] = lp
+        return list(tokens.tolist()), logprobs
+
+    def _prompt_logprobs(self, logits: torch.Tensor, rows: PromptRows
+                         ) -> list[tuple[Sequence, list[TokenLogprobs]]]:
+        targets = [t for _, _, ts in rows for t in ts]
+        tops = [seq.params.prompt_logprobs or 0 for seq, _, ts in rows for _ in ts]
+        found = token_logprobs(logits, torch.tensor(targets, device=logits.device), tops)
+        out, at = [], 0
+        for seq, _, ts in rows:
+            out.append((seq, found[at:at + len(ts)]))
+            at += len(ts)
+        return out
 
 
 def model_executor(device: str | None = None) -> ExecutorFactory:
