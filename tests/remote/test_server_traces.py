@@ -54,7 +54,7 @@ def finding(doc: dict, fid: str) -> dict:
 
 
 def test_every_request_joined_and_the_queue_named(cli, stub, tmp_path) -> None:
-    server, port = traced(stub, queue_s=0.03)
+    server, port = traced(stub, queue_s=0.5)  # far above the client's own lag on a busy machine
     doc, out = run(cli, tmp_path, server.url, "--server-traces", str(port))
     [lv] = doc["levels"]
     st = lv["server_traces"]
@@ -67,7 +67,7 @@ def test_every_request_joined_and_the_queue_named(cli, stub, tmp_path) -> None:
         assert r["response_id"].startswith("cmpl-") and s["joined_by"] == "trace id"
         assert s["e2e_s"] <= r["e2e_s"] and s["ttft_s"] <= r["ttft_s"]
         assert s["queue_s"] + s["prefill_s"] + s["decode_s"] <= s["e2e_s"]
-        assert s["queue_s"] >= 0.03
+        assert s["queue_s"] >= 0.5
     f = finding(doc, "server_p99_ttft_queue")
     assert "p99 TTFT at concurrency 4 is mostly the server's queue: " in f["message"]
     assert "server view" in out and "24/24" in out
