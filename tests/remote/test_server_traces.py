@@ -133,3 +133,10 @@ def test_exported_client_spans_parent_the_servers(cli, stub, tmp_path, collector
     children = [s for s in spans if s.name != "perfkit.request"]
     assert {s.name for s in children} == {"perfkit.first_token", "perfkit.stream"}
     assert all(s.parent_span_id == client_span_id(s.trace_id) for s in children)
+
+
+def test_records_from_worker_processes_join_the_same(cli, stub, tmp_path) -> None:
+    server, port = traced(stub)
+    doc, _ = run(cli, tmp_path, server.url, "--server-traces", str(port), "--workers", "2")
+    st = doc["levels"][0]["server_traces"]
+    assert st["joined"] == st["by_trace_id"] == st["requests"] == 24
