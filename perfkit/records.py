@@ -40,6 +40,12 @@ class RequestRecord:
     sent_s: float | None = None  # when it was handed to the server (>= arrival_s)
     coalesced_chunks: int = 0  # remote: token chunks read at once with the one before
     error: str | None = None  # remote: what went wrong ("timeout", "http 503", ...)
+    # Remote only (None in-process and when absent): the W3C trace id of the traceparent
+    # header sent with it, the server's response id (its chunks' "id"), and the wall clock
+    # (time.time_ns) of arrival_s, to place its spans and find it in the server's logs.
+    trace_id: str | None = None
+    response_id: str | None = None
+    arrival_unix_ns: int | None = None
 
     @property
     def served(self) -> bool:

@@ -7,12 +7,17 @@ requests it cuts the next stream and stops listening, so later requests find the
 port closed (or their kept-alive connection cut). Every `stall_every`-th request waits
 `stall_gap_s` before its chunk `stall_at` (chunks otherwise `chunk_gap_s` apart). With a
 `profile_dir` it has vLLM's /start_profile and /stop_profile (stop writes a trace there).
+Its chunks carry a response id ("cmpl-N"); with an `otlp_url` it posts one span per served
+request there as vLLM does (span_source.py): its trace from the request's traceparent
+(`propagate`, else a trace of its own), request id "cmpl-N-0", and its own queue
+(`queue_s`: a wait before scheduling), prefill, decode, TTFT and e2e.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import secrets
 import threading
 import time
 from collections.abc import Callable
@@ -21,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from aiohttp import web
+from span_source import payload, post, span
 
 
 @dataclass
@@ -42,6 +48,9 @@ class StubConfig:
     profile_dir: Path | None = None  # serve /start_profile and /stop_profile
     profile_calls: list[str] = field(default_factory=list)  # "start <prefix>", "stop"
     seen_at: list[float] = field(default_factory=list)  # time.time() of every completion
+    otlp_url: str | None = None  # post each served request's span here
+    propagate: bool = True  # the span continues the request's traceparent
+    queue_s: float = 0.0  # wait before "scheduling" a request (its span's queue)
 
 
 def _sse(obj: Any) -> bytes:
@@ -131,11 +140,21 @@ class Stub:
         dying = cfg.die_after is not None and self.served >= cfg.die_after
         self.served += 1
         stalls = cfg.stall_every > 0 and self.served % cfg.stall_every == 0
-        return await self._stream(request, body["max_tokens"], 2 if dying else None, dying,
-                                  cfg.stall_at if stalls else -1)
+        rid, times = f"cmpl-{self.served}", [time.time()]
+        await asyncio.sleep(cfg.queue_s)
+        times.append(time.time())  # scheduled
+        resp = await self._stream(request, body["max_tokens"], 2 if dying else None, dying,
+                                  cfg.stall_at if stalls else -1, rid, times)
+        if cfg.otlp_url is not None:
+            asyncio.get_running_loop().run_in_executor(
+                None, post_span, cfg.otlp_url, request.headers.get("traceparent", ""),
+                cfg.propagate, rid, times)
+        return resp
 
     async def _stream(self, request: web.Request, max_tokens: int, cut: int | None,
-                      dying: bool, stall_at: int = -1) -> web.StreamResponse:
+                      dying: bool, stall_at: int = -1, rid: str = "cmpl-0",
+                      times: list[float] | None = None) -> web.StreamResponse:
+        times = [] if times is None else times
         cfg = self.cfg
         cut = cfg.cut_after_chunks if cut is None else cut
         resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
@@ -149,8 +168,9 @@ class Stub:
             n = min(cfg.tokens_per_chunk, max_tokens - sent)
             sent += n
             finish = cfg.finish_reason if sent == max_tokens else None
-            await resp.write(_sse({"choices": [{"index": 0, "text": "x" * n,
-                                                "finish_reason": finish}]}))
+            await resp.write(_sse({"id": rid, "choices": [{"index": 0, "text": "x" * n,
+                                                           "finish_reason": finish}]}))
+            times.append(time.time())
             chunks += 1
             if cut is not None and chunks >= cut:
                 if dying:
@@ -166,3 +186,19 @@ class Stub:
             await resp.write(_sse({"choices": [], "usage": usage}))
         await resp.write(b"data: [DONE]\n\n")
         return resp
+
+
+def post_span(url: str, parent: str, propagate: bool, rid: str, times: list[float]) -> None:
+    """times: arrival, scheduled, each chunk (time.time()); the last chunk ends it."""
+    arrival, scheduled, first, last = times[0], times[1], times[2], times[-1]
+    if propagate:
+        _, trace, parent_id, _ = parent.split("-")
+    else:  # a server that starts a trace of its own
+        trace, parent_id = secrets.token_hex(16), ""
+    attrs = {"gen_ai.request.id": f"{rid}-0", "gen_ai.latency.time_in_queue": scheduled - arrival,
+             "gen_ai.latency.time_in_model_prefill": first - scheduled,
+             "gen_ai.latency.time_in_model_decode": last - first,
+             "gen_ai.latency.time_to_first_token": first - arrival,
+             "gen_ai.latency.e2e": last - arrival}
+    post(url, payload(span(trace, secrets.token_hex(8), attrs, parent_id,
+                           start_ns=int(arrival * 1e9), end_ns=int(last * 1e9))))

@@ -170,6 +170,21 @@ def sweep(
     workers_per_node: Annotated[int | None, typer.Option(
         help="With --ray: workers on each alive node (instead of --workers in all).")
     ] = None,
+    server_traces: Annotated[str | None, typer.Option(
+        help="With --target: receive the server's OpenTelemetry request spans on "
+        "[HOST:]PORT (OTLP/HTTP protobuf; HOST 127.0.0.1 unless given) and join them with "
+        "perfkit's requests: the server's queue, prefill, decode and the time outside the "
+        "engine, per request and for the p99 requests (vLLM: --otlp-traces-endpoint "
+        "http://127.0.0.1:PORT/v1/traces, env OTEL_EXPORTER_OTLP_TRACES_PROTOCOL="
+        "http/protobuf). Needs pip install 'perfkit[traces]'.")] = None,
+    server_traces_wait: Annotated[float, typer.Option(
+        help="With --server-traces: seconds a level waits at most, after its last request, "
+        "for spans still on their way (exporters send in batches).")] = 10.0,
+    otlp_export: Annotated[str | None, typer.Option(
+        help="Send perfkit's own per-request spans (client phases; in-process the engine's "
+        "phases and steps) to this OTLP/HTTP collector, e.g. http://127.0.0.1:4318 (Jaeger, "
+        "Tempo): a remote request's spans share the trace of the server's. Needs pip "
+        "install 'perfkit[traces]'.")] = None,
     lockstep: Annotated[Path | None, typer.Option(
         help="Take turns with another perfkit sweep started with the same socket path "
         "(e.g. /tmp/perfkit.sock): in-process, baseline and candidate alternate every 20 "
@@ -181,7 +196,8 @@ def sweep(
     KV usage, CPU kernel time, GC and GPU memory per level, the knee and findings.
     With --target, the same profiles and levels against a running OpenAI-compatible server."""
     from perfkit.remote.target import check_remote_flags
-    from perfkit.run import StackOptions, TargetOptions, run_sweep
+    from perfkit.run import StackOptions, TargetOptions, TraceOptions, run_sweep
+    from perfkit.traces.session import check as check_traces
 
     if fmt not in FORMATS:
         raise PerfkitError(f"--format: expected table, json, markdown or csv, got {fmt!r}")
@@ -213,6 +229,8 @@ def sweep(
         endpoint or "completions", server_profile, server_profile_dir, workers,
         workers_per_node, ray)
     _check_lockstep(lockstep, target, search, stacks, prof)
+    traces = TraceOptions(server_traces, otlp_export, server_traces_wait)
+    check_traces(traces, target is not None)
     stop = StopFlag()
     stop.install()
     from perfkit.cli.sweep_progress import ProgressEvents
@@ -226,11 +244,11 @@ def sweep(
             from perfkit.run import run_search
 
             result = run_search(prof, path, cap=search_max, target=remote, events=events,
-                                stop=stop.__bool__)
+                                stop=stop.__bool__, traces=traces)
         else:
             result = run_sweep(prof, path, samplers=samplers, stacks=stack_opts,
                                target=remote, events=events, stop=stop.__bool__,
-                               lockstep=lockstep)
+                               lockstep=lockstep, traces=traces)
     _export(result, fmt, out)
     if report and path is not None and result.levels:
         from perfkit.report.html import write_report

@@ -28,6 +28,10 @@ Failures never raise: 429 and 400 (admission refused) set `rejected` to "http 42
 early, or that the server aborts (finish_reason "abort"), set finish_reason "error".
 Every failure's kind is kept in `errors`. Requests flagged `tool_call` carry perfkit
 serve's `tool_call: true` extension; `priority` is sent when not 0 (vLLM's extension).
+Every request carries a W3C `traceparent` header, one trace per request (traces/context.py);
+the record keeps its trace id, the server's response id (the first event's "id") and its
+arrival on the wall clock, for the join with the server's own spans after the level
+(traces/join.py).
 """
 
 from __future__ import annotations
@@ -40,9 +44,10 @@ from dataclasses import dataclass, field
 
 import aiohttp
 
-from perfkit.loadgen.sse import DONE, SseParser, parse_chunk, usage_counts
+from perfkit.loadgen.sse import DONE, SseParser, parse_chunk, response_id, usage_counts
 from perfkit.loadgen.text import word_text
 from perfkit.records import RequestRecord
+from perfkit.traces.context import new_trace_id, traceparent
 from perfkit.workload import RequestSpec
 
 ADMISSION_STATUSES = frozenset({400, 413, 429})  # the server refused the request up front
@@ -133,6 +138,8 @@ class _Stream:
     usage: dict[str, object] | None = None
     done: bool = False
     error: str | None = None
+    response_id: str | None = None  # the first event's "id"
+    id_read: bool = False  # the first event was read for its id
 
 
 class RemoteServe:
@@ -157,7 +164,9 @@ class RemoteServe:
         sent = time.perf_counter() - self.t0
         rec = RequestRecord(
             request_id=spec.request_id, arrival_s=sent if arrival_s is None else arrival_s,
-            prompt_tokens=len(spec.prompt), output_tokens=0, warmup=warmup, sent_s=sent)
+            prompt_tokens=len(spec.prompt), output_tokens=0, warmup=warmup, sent_s=sent,
+            trace_id=new_trace_id())
+        rec.arrival_unix_ns = time.time_ns() - round((sent - rec.arrival_s) * 1e9)
         stream = _Stream()
         try:
             await self._request(body, rec, stream)
@@ -169,8 +178,9 @@ class RemoteServe:
     async def _request(self, body: bytes, rec: RequestRecord, stream: _Stream) -> None:
         target = self.target
         path = "chat/completions" if target.endpoint == "chat" else "completions"
+        headers = JSON_HEADERS | {"traceparent": traceparent(rec.trace_id or "")}
         async with self.session.post(f"{target.url}/{path}", data=body,
-                                     headers=JSON_HEADERS) as resp:
+                                     headers=headers) as resp:
             if resp.status != 200:
                 self._refused(rec, stream, resp)
                 return
@@ -199,6 +209,9 @@ class RemoteServe:
         if data == DONE or (data[:1] != b"{" and data.strip() == DONE):
             stream.done = True
             return True
+        if not stream.id_read:
+            stream.id_read = True
+            stream.response_id = response_id(data)
         chunk = parse_chunk(data)
         if chunk.error is not None:
             stream.error = "server error"
@@ -216,6 +229,7 @@ class RemoteServe:
         prompt, completion, cached = usage_counts(stream.usage)
         rec.token_times_s = stream.times
         rec.coalesced_chunks = stream.coalesced
+        rec.response_id = stream.response_id
         rec.first_token_s = stream.times[0] if stream.times else None
         rec.output_tokens = completion if completion is not None else len(stream.times)
         rec.prompt_tokens = prompt if prompt is not None else rec.prompt_tokens

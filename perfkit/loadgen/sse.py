@@ -134,6 +134,17 @@ def parse_chunk(data: str | bytes) -> Chunk:
     return Chunk(bool(text) or reason is None, reason, usage, None)
 
 
+def response_id(data: bytes) -> str | None:
+    """An event's top-level "id" (the server's response id, e.g. vLLM's "cmpl-..."); None
+    when it has none. Decodes the JSON: ask once per stream, not on the fast path."""
+    try:
+        obj = json.loads(data.decode("utf-8", "replace"))
+    except ValueError:
+        return None
+    rid = obj.get("id") if isinstance(obj, dict) else None
+    return rid if isinstance(rid, str) and rid else None
+
+
 def usage_counts(usage: dict[str, Any] | None) -> tuple[int | None, int | None, int | None]:
     """(prompt_tokens, completion_tokens, cached_tokens) from a usage object; None if absent."""
     if not usage:

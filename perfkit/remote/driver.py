@@ -8,6 +8,8 @@ each worker process (or Ray actor) runs its share and streams its records back
 GC), with --scrape-metrics the Prometheus scraper (its own thread), and with
 --server-profile the server's profiler around the measured phase. All of them restart
 when the measured phase starts. Each worker measures its own cost (loadgen/overhead.py).
+With --server-traces, after the level: the wait for the server's spans of its records and
+their join (traces/session.py).
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ from perfkit.result.remote import LostWorker, ServerMetrics, ServerProfile
 from perfkit.sweep.load import OnRecord
 from perfkit.sweep.plan import SweepPlan
 from perfkit.sweep.runner import level_specs
+from perfkit.traces.session import TraceSession
 from perfkit.workload import RequestSpec
 
 NO_SCRAPE = "unavailable: no --scrape-metrics"
@@ -56,6 +59,7 @@ class RemoteSweep:
     profile_dir: Path | None = None  # --server-profile-dir: the server's trace folder
     workers: WorkerChoice = field(default_factory=lambda: WorkerChoice(1, 1))
     launcher: Callable[[], object] | None = None  # --ray: Ray actors; None: processes here
+    traces: TraceSession | None = None  # --server-traces: the receiver of the server's spans
 
     def profiler(self, level: LoadPoint, repeat: int) -> ProfileCall | None:
         if level.slug not in self.profile_keys:
@@ -152,6 +156,8 @@ class RemoteRunner:
             run = self._pooled(point, repeat, specs, texts, n, on_record, samplers)
         else:
             run = self._in_process(point, repeat, specs, texts, on_record, samplers)
+        if sweep.traces is not None:  # the records, merged: wait for their spans, join them
+            run.traces = sweep.traces.join(run.records, sweep.profile.sweep.percentiles)
         return remote_level_result(run, sweep.profile.slo, sweep.profile.sweep.percentiles)
 
     def _jobs(self, point: LoadPoint, repeat: int, specs: list[RequestSpec], n: int,

@@ -20,6 +20,10 @@ cannot measure:
                stalls between chunks (result/client_tail.py); `tail` stays None.
   server       the scraped metrics; errors: failures by kind; client: the load
                generator's own cost.
+  server_traces  --server-traces: the join with the server's own request spans
+               (result/server_traces.py): per request `requests[].server`, and the tail
+               groups split into queue / prefill / decode / outside the engine; without
+               it, unavailable with the reason.
 """
 
 from __future__ import annotations
@@ -34,8 +38,11 @@ from perfkit.records import RequestRecord
 from perfkit.remote.stream import stream_stats
 from perfkit.result.level import Distribution, KvSection, LevelResult, LoadPoint
 from perfkit.result.remote import ClientOverhead, ErrorCounts, ServerMetrics, ServerProfile
+from perfkit.result.server_traces import ServerTraces
 from perfkit.summary.client_tail import client_tail_section
 from perfkit.sweep.level import measured_level, request_sample
+from perfkit.traces.join import LevelTraces
+from perfkit.traces.session import NO_TRACES
 
 REMOTE_GPU = "remote target: the server's GPU is not visible from the client"
 SCRAPED_KV = "vllm:kv_cache_usage_perc (scraped)"
@@ -55,6 +62,7 @@ class RemoteRun:
     measurements: LevelMeasurements
     cached_reported: bool = False  # the server's usage carried cached_tokens
     server_profile: ServerProfile | None = None  # --server-profile at this level
+    traces: LevelTraces | None = None  # --server-traces: the join, after the level
 
 
 def _kv(server: ServerMetrics) -> KvSection:
@@ -80,6 +88,7 @@ def remote_level_result(run: RemoteRun, slo: SloConfig, percentiles: Sequence[fl
     level = measured_level(run.point, run.repeat, run.records, slo, run.measurements,
                            _kv(server), percentiles)
     stream = stream_stats(run.records, run.overhead.loop_lag.get("p99"))
+    timings = run.traces.timings if run.traces is not None else {}
     hit_rate = level.prefix_hit_rate  # first-admission hits, from usage
     if not run.cached_reported:
         hit_rate = server.prefix_hit_rate if server.preemptions == 0 else None
@@ -91,7 +100,11 @@ def remote_level_result(run: RemoteRun, slo: SloConfig, percentiles: Sequence[fl
         prefix_hit_rate=hit_rate,
         gpu=replace(level.gpu, reason=REMOTE_GPU),
         server=server, errors=_errors(run), client=run.overhead,
-        stream=stream, client_tail=client_tail_section(run.records, stream.itl_unit),
+        stream=stream,
+        client_tail=client_tail_section(run.records, stream.itl_unit, timings),
         server_profile=run.server_profile,
-        requests=[request_sample(r, preemptions=False, error=run.errors.get(r.request_id))
-                  for r in run.records])
+        server_traces=(run.traces.section if run.traces is not None
+                       else ServerTraces.unavailable(NO_TRACES)),
+        requests=[replace(request_sample(r, preemptions=False,
+                                         error=run.errors.get(r.request_id)),
+                          server=timings.get(r.request_id)) for r in run.records])

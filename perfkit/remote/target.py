@@ -13,7 +13,6 @@ from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
 import aiohttp
 
@@ -26,24 +25,13 @@ from perfkit.remote.driver import RemoteSweep
 from perfkit.remote.options import TargetOptions
 from perfkit.remote.profile import profile_keys
 from perfkit.sweep.plan import SweepPlan
+from perfkit.urls import check_url
+
+__all__ = ["check_url"]
 
 DEFAULT_TIMEOUT_S = 60.0
 ENDPOINTS = ("completions", "chat")
 PROBE_TIMEOUT_S = 10.0  # the start-up probe waits at most this long, whatever --timeout
-
-
-def check_url(url: str, option: str) -> str:
-    """An absolute http(s) URL without a trailing slash."""
-    try:
-        parsed = urlsplit(url)
-        ok = parsed.scheme in ("http", "https") and bool(parsed.hostname)
-        parsed.port  # noqa: B018 (raises ValueError on a bad port)
-    except ValueError:
-        ok = False
-    if not ok:
-        raise PerfkitError(f"{option}: expected an http(s) URL like "
-                           f"http://127.0.0.1:8000/v1, got {url!r}")
-    return url.rstrip("/")
 
 
 def check_remote_flags(target: str | None, api_key_env: str | None, timeout: float | None,

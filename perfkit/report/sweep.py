@@ -18,6 +18,8 @@ from rich.text import Text
 from perfkit.report.cells import NA, aggregate, count, level_name, lv_short, ms, num, pct
 from perfkit.report.client_tail_cols import CLIENT_TAIL
 from perfkit.report.client_tail_cols import TITLE as CLIENT_TAIL_TITLE
+from perfkit.report.server_tail_cols import SERVER_TAIL, unavailable_reason
+from perfkit.report.server_tail_cols import TITLE as SERVER_TAIL_TITLE
 from perfkit.result import GuardSection, LevelResult, SweepResult
 from perfkit.result.remote import ClientOverhead
 
@@ -184,7 +186,12 @@ def tables_of(result: SweepResult) -> list[tuple[str, Columns]]:
         tables.append(("Remote target: errors (count); the load generator's cost and error "
                        "(noisy)", CLIENT))
     if any(lv.client_tail is not None for lv in result.levels):
-        tables.append((CLIENT_TAIL_TITLE, CLIENT_TAIL))
+        why = unavailable_reason(result.levels)
+        tables.append((CLIENT_TAIL_TITLE + (f"\nserver timings {why}" if why else ""),
+                       CLIENT_TAIL))
+    if any(lv.server_traces is not None and lv.server_traces.available
+           for lv in result.levels):
+        tables.append((SERVER_TAIL_TITLE, SERVER_TAIL))
     return tables
 
 

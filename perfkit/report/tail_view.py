@@ -23,6 +23,7 @@ from perfkit.report import flame_embed
 from perfkit.report.cells import ms, num
 from perfkit.report.sweep_charts import Level, SweepIn, level_order
 from perfkit.result.client_tail import ClientTailSection
+from perfkit.result.server_traces import ServerSplit
 from perfkit.result.tail import CAUSES, TailGroup, TailSection
 
 CAUSE_NAMES = {"queue": "queue wait", "own_prefill": "own prefill (steps)",
@@ -30,6 +31,14 @@ CAUSE_NAMES = {"queue": "queue wait", "own_prefill": "own prefill (steps)",
                "preemption": "preemptions", "gc": "GC pauses", "run_queue": "run-queue wait",
                "page_faults": "page faults"}
 COLUMNS = (("ttft", "tail"), ("ttft", "median"), ("tpot", "tail"), ("tpot", "median"))
+# --server-traces: the window split by the server's spans (TPOT: per output token)
+SERVER_LINES: list[tuple[str, Callable[[ServerSplit], str]]] = [
+    ("server: joined requests", lambda s: str(s.num_joined)),
+    ("server: queue ms", lambda s: ms(s.queue_s)),
+    ("server: prefill ms", lambda s: ms(s.prefill_s)),
+    ("server: decode ms", lambda s: ms(s.decode_s)),
+    ("server: API process ms", lambda s: ms(s.api_server_s)),
+    ("outside the server ms", lambda s: ms(s.outside_server_s))]
 
 
 def _esc(value: Any) -> str:
@@ -87,6 +96,8 @@ def client_table(sec: ClientTailSection) -> str:
         ("decode ms", lambda g: ms(g.decode_s)), ("median gap ms", lambda g: ms(g.median_gap_s)),
         ("stalls", lambda g: num(g.num_stalls)), ("stall ms", lambda g: ms(g.stall_s))]
     rows = [[name] + [get(g) if g else "n/a" for g in groups] for name, get in lines]
+    rows += [[name] + [get(g.server) if g and g.server else "n/a" for g in groups]
+             for name, get in SERVER_LINES]
     tail = sec.group("tpot", "tail")
     where = [f"request {r.request_id}: " + (", ".join(f"{s.index} ({ms(s.gap_s)} ms)"
                                                       for s in r.stalls) or "none")

@@ -16,6 +16,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from perfkit.result.server_traces import ServerSplit
+
 STALL_FACTOR = 4.0  # a gap > 4x the request's median inter-chunk gap is a stall
 MIN_STALL_S = 0.002  # and at least 2 ms (bursts have ~10 µs gaps)
 MIN_GAPS = 3  # fewer chunk gaps and a request has no median gap to compare with
@@ -55,6 +57,7 @@ class ClientTailGroup:
     num_stalls: float
     stall_s: float
     requests: list[ClientRequest] = field(default_factory=list)  # tail only: slowest first
+    server: ServerSplit | None = None  # --server-traces: the window split by server spans
 
 
 @dataclass(frozen=True)

@@ -14,6 +14,8 @@ JSON layout of a level (perfkit.sweep/2):
   cpu, gc, gpu, cuda   sampler results
   system      the whole machine's CPU apart from this process (contention)
   server, errors, client   remote only: scraped metrics, failures, the client's own cost
+  server_traces  remote only: the join with the server's own spans (--server-traces)
+  otlp_export    --otlp-export: perfkit's own spans sent to a collector
   stacks      with --stacks: where the folded stacks went
   requests    raw per-request samples
 """
@@ -28,6 +30,7 @@ from perfkit.measure.nvml import NvmlStats
 from perfkit.measure.proc import ProcStats
 from perfkit.measure.system import SystemStats
 from perfkit.result.client_tail import ClientTailSection
+from perfkit.result.dist import Distribution
 from perfkit.result.point import LoadPoint
 from perfkit.result.remote import (
     ClientOverhead,
@@ -36,26 +39,11 @@ from perfkit.result.remote import (
     ServerProfile,
     StreamStats,
 )
+from perfkit.result.server_traces import OtlpExport, ServerTiming, ServerTraces
 from perfkit.result.stacks import StacksInfo
 from perfkit.result.tail import TailSection
 
-__all__ = ["ErrorCounts", "LoadPoint"]
-
-
-@dataclass(frozen=True)
-class Distribution:
-    """Summary of samples in the samples' unit (seconds here). None when count is 0."""
-
-    count: int
-    mean: float | None = None
-    stddev: float | None = None  # population standard deviation (ddof=0, as numpy's default)
-    min: float | None = None
-    p50: float | None = None
-    p90: float | None = None
-    p99: float | None = None
-    max: float | None = None
-    # every percentile the sweep chose (sweep.percentiles): "p95", "p99.9", ...
-    quantiles: dict[str, float] = field(default_factory=dict)
+__all__ = ["Distribution", "ErrorCounts", "LoadPoint"]
 
 
 @dataclass(frozen=True)
@@ -190,6 +178,10 @@ class RequestSample:
     queue_s: float | None  # None remotely: a client cannot see the server's queue
     itl_s: list[float]
     error: str | None = None  # remote: the failure kind, None when it succeeded
+    trace_id: str | None = None  # remote: the W3C trace id sent in its traceparent header
+    response_id: str | None = None  # remote: the server's response id (its chunks' "id")
+    arrival_unix_s: float | None = None  # remote: arrival_s on the wall clock (for logs)
+    server: ServerTiming | None = None  # --server-traces: the server's span, joined
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -222,6 +214,9 @@ class LevelResult:
     tail: TailSection | None = None  # in-process: where the p99 requests' time went
     client_tail: ClientTailSection | None = None  # remote: p99 requests' first token, stalls
     server_profile: ServerProfile | None = None  # remote, --server-profile levels only
+    # remote: the join with the server's own request spans (--server-traces), or why not
+    server_traces: ServerTraces | None = None
+    otlp_export: OtlpExport | None = None  # --otlp-export: perfkit's own spans sent
     requests: list[RequestSample] = field(default_factory=list)
 
     @property

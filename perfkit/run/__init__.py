@@ -7,9 +7,10 @@ from perfkit.run.sweep import (
     StackOptions,
     SweepEvents,
     TargetOptions,
+    TraceOptions,
     level_runner,
     run_sweep,
 )
 
-__all__ = ["QuietEvents", "StackOptions", "SweepEvents", "TargetOptions", "level_runner",
-           "run_search", "run_sweep"]
+__all__ = ["QuietEvents", "StackOptions", "SweepEvents", "TargetOptions", "TraceOptions",
+           "level_runner", "run_search", "run_sweep"]

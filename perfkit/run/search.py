@@ -30,6 +30,7 @@ from perfkit.run.sweep import (
     SweepEvents,
     TargetDown,
     TargetOptions,
+    TraceOptions,
     check_target,
     conclude,
     level_runner,
@@ -170,12 +171,14 @@ def sentence(axis: str, best: float | None, fail: float | None, steps: list[Sear
 
 def run_search(prof: Profile, path: Path | None = None, *, cap: float | None = None,
                target: TargetOptions | None = None, events: SweepEvents | None = None,
-               stop: Callable[[], bool] = lambda: False) -> SweepResult:
-    """The search over the profile's first level's axis, from that level."""
+               stop: Callable[[], bool] = lambda: False, traces: TraceOptions | None = None
+               ) -> SweepResult:
+    """The search over the profile's first level's axis, from that level; `traces` as
+    run_sweep's."""
     plan = plan_from_profile(prof)
     first = plan.levels[0]
     axis = "concurrency" if first.concurrency is not None else "rate"
-    with level_runner(prof, plan, target) as (run, header):
+    with level_runner(prof, plan, target, traces) as (run, header):
         return _search(prof, path, plan, axis, run, header, cap, events, stop)
 
 

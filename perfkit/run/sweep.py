@@ -31,6 +31,9 @@ from perfkit.summary.findings import find_all
 from perfkit.summary.knee_of import knee_of
 from perfkit.sweep.plan import SweepPlan, plan_from_profile
 from perfkit.sweep.writer import ResultWriter
+from perfkit.traces.session import TraceOptions, TraceSession, open_traces
+
+__all__ = ["TraceOptions"]
 
 # Runs one (level, repeat), calling back per request: the in-process engine or a target.
 LevelRunner = Callable[[LoadPoint, int, Callable[[RequestRecord], None]], LevelResult]
@@ -85,12 +88,12 @@ def _in_process(prof: Profile, plan: SweepPlan) -> tuple[LevelRunner, dict[str, 
     return run_one, {"device": str(engine.device)}, None
 
 
-def _remote(prof: Profile, plan: SweepPlan, opts: TargetOptions, stack: ExitStack
-            ) -> tuple[LevelRunner, dict[str, Any], TargetInfo]:
+def _remote(prof: Profile, plan: SweepPlan, opts: TargetOptions, stack: ExitStack,
+            traces: TraceSession) -> tuple[LevelRunner, dict[str, Any], TargetInfo]:
     from perfkit.remote.driver import RemoteRunner
     from perfkit.remote.target import connect
 
-    remote = connect(opts, prof, plan)
+    remote = replace(connect(opts, prof, plan), traces=traces)
     runner = stack.enter_context(RemoteRunner(remote))  # its workers, if any, until the end
     target = TargetInfo(remote.target.url, remote.target.model, remote.scrape_url)
     # Results of one served model compare with each other, not with in-process runs.
@@ -108,15 +111,30 @@ def _header(prof: Profile, plan: SweepPlan, where: dict[str, Any],
         target=target)
 
 
+def _exporting(run_one: LevelRunner, traces: TraceSession) -> LevelRunner:
+    """--otlp-export: each level's own spans go to the collector once it has run."""
+    if traces.export_url is None:
+        return run_one
+
+    def run(point: LoadPoint, repeat: int, tick: Callable[[RequestRecord], None]
+            ) -> LevelResult:
+        return traces.export(run_one(point, repeat, tick))
+
+    return run
+
+
 @contextmanager
-def level_runner(prof: Profile, plan: SweepPlan, target: TargetOptions | None
+def level_runner(prof: Profile, plan: SweepPlan, target: TargetOptions | None,
+                 traces: TraceOptions | None = None
                  ) -> Iterator[tuple[LevelRunner, SweepResult]]:
     """What runs one level (the in-process engine, or the target), and the result's header;
-    what the runner holds (a target's worker processes) ends with the block."""
+    what the runner holds (a target's worker processes; with `traces` --server-traces'
+    receiver, listening from before level 1) ends with the block."""
     with ExitStack() as stack:
+        session = stack.enter_context(open_traces(traces, target is not None))
         run_one, where, info = (_in_process(prof, plan) if target is None
-                                else _remote(prof, plan, target, stack))
-        yield run_one, _header(prof, plan, where, info)
+                                else _remote(prof, plan, target, stack, session))
+        yield _exporting(run_one, session), _header(prof, plan, where, info)
 
 
 def _with_stacks(run_one: LevelRunner, point: LoadPoint, repeat: int, plan: SweepPlan,
@@ -175,15 +193,17 @@ def _levels(run_one: LevelRunner, plan: SweepPlan, writer: ResultWriter,
 def run_sweep(prof: Profile, path: Path | None = None, *, samplers: bool = True,
               stacks: StackOptions | None = None, target: TargetOptions | None = None,
               events: SweepEvents | None = None, stop: Callable[[], bool] = _never,
-              lockstep: Path | None = None) -> SweepResult:
+              lockstep: Path | None = None, traces: TraceOptions | None = None
+              ) -> SweepResult:
     """Run every level of `prof` (its [sweep] and [workload]); the result file at `path`
     is rewritten after every level. KeyboardInterrupt ends the sweep after writing what
     was measured (complete=False). With `lockstep` (a socket path) the levels run in
-    turns with a peer sweep, which this waits for once the engine is built."""
+    turns with a peer sweep, which this waits for once the engine is built. `traces`:
+    --server-traces and --otlp-export (traces/session.py)."""
     from perfkit.sweep.lockstep import in_lockstep
 
     plan = plan_from_profile(prof, samplers)
-    with level_runner(prof, plan, target) as (run_one, header):
+    with level_runner(prof, plan, target, traces) as (run_one, header):
         writer = ResultWriter(path, header)
         with in_lockstep(lockstep, plan) as side:
             try:

@@ -2,7 +2,8 @@
 
 Each request's chunk times are on the level's clock; its gaps are consecutive differences.
 The tail and median groups are cut as the in-process breakdown cuts them (result/tail.py):
->= p99 of the metric, and p40..p60.
+>= p99 of the metric, and p40..p60. With the server's spans joined (--server-traces), each
+group also carries its window split by them (summary/server_split.py).
 """
 
 from __future__ import annotations
@@ -22,7 +23,9 @@ from perfkit.result.client_tail import (
     ClientTailSection,
     Stall,
 )
+from perfkit.result.server_traces import ServerTiming
 from perfkit.result.tail import TAIL_Q, quantile
+from perfkit.summary.server_split import server_split
 from perfkit.summary.tail_breakdown import MEDIAN_HI, MEDIAN_LO
 
 
@@ -47,8 +50,8 @@ def client_request(rec: RequestRecord) -> ClientRequest:
                          mid, len(stalls), sum(s.gap_s for s in stalls), kept)
 
 
-def _group(views: list[ClientRequest], metric: str, which: str, threshold: float
-           ) -> ClientTailGroup:
+def _group(views: list[ClientRequest], metric: str, which: str, threshold: float,
+           recs: dict[int, RequestRecord], timings: dict[int, ServerTiming]) -> ClientTailGroup:
     n = max(len(views), 1)
     gaps = [v.median_gap_s for v in views if v.median_gap_s is not None]
     return ClientTailGroup(
@@ -57,18 +60,24 @@ def _group(views: list[ClientRequest], metric: str, which: str, threshold: float
         median_gap_s=sum(gaps) / len(gaps) if gaps else None,
         num_stalls=sum(v.num_stalls for v in views) / n,
         stall_s=sum(v.stall_s for v in views) / n,
-        requests=views[:MAX_REQUESTS_KEPT] if which == "tail" else [])
+        requests=views[:MAX_REQUESTS_KEPT] if which == "tail" else [],
+        server=server_split([recs[v.request_id] for v in views], metric, timings)
+        if timings else None)
 
 
 def _metric(view: ClientRequest, metric: str) -> float | None:
     return view.ttft_s if metric == "ttft" else view.tpot_s
 
 
-def client_tail_section(records: list[RequestRecord], itl_unit: str) -> ClientTailSection | None:
-    """None when no measured request completed with a first chunk."""
+def client_tail_section(records: list[RequestRecord], itl_unit: str,
+                        timings: dict[int, ServerTiming] | None = None
+                        ) -> ClientTailSection | None:
+    """None when no measured request completed with a first chunk. `timings`: the joined
+    server spans by request id."""
     done = [r for r in records if not r.warmup and r.completed and r.token_times_s]
     if not done:
         return None
+    recs, timings = {r.request_id: r for r in done}, timings or {}
     views = [client_request(r) for r in done]
     groups = []
     for metric in ("ttft", "tpot"):
@@ -78,7 +87,8 @@ def client_tail_section(records: list[RequestRecord], itl_unit: str) -> ClientTa
             continue
         values = [v for v, _ in pairs]
         p99, lo, hi = (quantile(values, q) for q in (TAIL_Q, MEDIAN_LO, MEDIAN_HI))
-        groups.append(_group([x for v, x in pairs if v >= p99], metric, "tail", p99))
+        groups.append(_group([x for v, x in pairs if v >= p99], metric, "tail", p99, recs,
+                             timings))
         groups.append(_group([x for v, x in pairs if lo <= v <= hi], metric, "median",
-                             quantile(values, 0.5)))
+                             quantile(values, 0.5), recs, timings))
     return ClientTailSection(STALL_FACTOR, MIN_STALL_S, itl_unit, groups)

@@ -31,6 +31,7 @@ from perfkit.summary.config_rules import (
 from perfkit.summary.evidence import Contention, contended, contention, enough_for_timing
 from perfkit.summary.prefix_rules import prefix_caching
 from perfkit.summary.remote_findings import burst_delivery, unplanned_prefix_hits
+from perfkit.summary.server_findings import server_tail_cause, server_traces_unjoined
 from perfkit.summary.tail_rules import tail_cause
 from perfkit.summary.timing_rules import (
     cpu_oversubscribed,
@@ -157,7 +158,8 @@ TIMING_RULES: list[Rule] = [
 ]
 # A remote target: the engine's internals are not visible, the client's cost is.
 REMOTE_RULES: list[Rule] = [kv_pressure, prefix_caching, *CLIENT_RULES, http_errors,
-                            burst_delivery, unplanned_prefix_hits]
+                            burst_delivery, unplanned_prefix_hits, server_traces_unjoined,
+                            server_tail_cause]
 REMOTE_TIMING_RULES: list[Rule] = [goodput_falling, high_ttft_low_load]
 
 

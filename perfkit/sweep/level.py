@@ -89,7 +89,9 @@ def request_sample(r: RequestRecord, preemptions: bool = True,
         preemptions=r.num_preemptions if preemptions else None,
         rejected=r.rejected, finish_reason=r.finish_reason,
         ttft_s=r.ttft_s, tpot_s=r.tpot_s, e2e_s=r.e2e_s, queue_s=r.queue_s,
-        itl_s=[round(x, 7) for x in r.itl_s], error=error)
+        itl_s=[round(x, 7) for x in r.itl_s], error=error,
+        trace_id=r.trace_id, response_id=r.response_id,
+        arrival_unix_s=None if r.arrival_unix_ns is None else r.arrival_unix_ns / 1e9)
 
 
 def measured_level(point: LoadPoint, repeat: int, recs: list[RequestRecord], slo: SloConfig,

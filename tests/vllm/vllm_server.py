@@ -57,6 +57,9 @@ class VllmServer:
     port: int = 0
     proc: subprocess.Popen[bytes] | None = None
     num_blocks: int = NUM_BLOCKS  # KV blocks of BLOCK_SIZE tokens (the pool's size)
+    max_num_seqs: int = 16
+    extra_args: tuple[str, ...] = ()  # more `vllm serve` flags (tracing: test_vllm_traces)
+    extra_env: tuple[tuple[str, str], ...] = ()
 
     @property
     def base(self) -> str:
@@ -67,8 +70,8 @@ class VllmServer:
                 "--served-model-name", MODEL_NAME, "--host", "127.0.0.1",
                 "--port", str(self.port), "--block-size", str(BLOCK_SIZE),
                 "--num-gpu-blocks-override", str(self.num_blocks),
-                "--max-model-len", str(MAX_MODEL_LEN), "--max-num-seqs", "16",
-                "--enable-prompt-tokens-details", *self.profiler_flags()]
+                "--max-model-len", str(MAX_MODEL_LEN), "--max-num-seqs", str(self.max_num_seqs),
+                "--enable-prompt-tokens-details", *self.profiler_flags(), *self.extra_args]
 
     def profiler_flags(self) -> list[str]:
         if self.profile_dir is None:
@@ -82,7 +85,7 @@ class VllmServer:
     def start(self, timeout_s: float) -> VllmServer:
         env = {**os.environ, "HF_HUB_OFFLINE": "1", "VLLM_HOST_IP": "127.0.0.1",
                "VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_TARGET_DEVICE": "cpu",
-               "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1"}
+               "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1", **dict(self.extra_env)}
         self.port = free_port()
         # SIGTERM (a CI timeout) becomes KeyboardInterrupt: pytest then runs the fixture's
         # teardown, which stops the server's process group.
