@@ -48,6 +48,7 @@ from perfkit.result.remote import LostWorker
 
 SILENCE_S = 15.0  # a worker heard from less often than this is lost
 HELLO_TIMEOUT_S = 10.0
+EXIT_POLLS, EXIT_POLL_S = 20, 0.05  # how long a closed connection waits for the exit status
 
 
 class Launcher(Protocol):
@@ -232,7 +233,7 @@ class _Level:
             try:
                 msg = conn.recv()
             except (EOFError, OSError):
-                why = self.pool.launcher.exit_reason(i)
+                why = self._exit_reason(i)
                 self._lose(i, "connection closed" + (f": {why}" if why else ""))
                 continue
             self.heard[i] = time.monotonic()
@@ -254,6 +255,16 @@ class _Level:
             self.pending.discard(i)
         elif isinstance(msg, Failed):
             self._lose(i, msg.error)
+
+    def _exit_reason(self, i: int) -> str | None:
+        """Why worker i ended, waiting a moment for its exit: its connection may close a
+        little before the process is reaped."""
+        for _ in range(EXIT_POLLS):
+            why = self.pool.launcher.exit_reason(i)
+            if why is not None:
+                return why
+            time.sleep(EXIT_POLL_S)
+        return None
 
     def _watch(self) -> None:
         now = time.monotonic()

@@ -13,7 +13,7 @@ from docs_pages import DOCS, README, ROOT, hook
 
 from perfkit.docs_site import DOCS_URL
 from perfkit.gate.rules import METRICS
-from perfkit.summary import tail_rules
+from perfkit.summary import server_findings, tail_rules
 
 COMMANDS = hook().command_names()
 
@@ -55,6 +55,8 @@ def _emitted_ids() -> set[str]:
     in perfkit/, and the tail rules' p99_<metric>_<cause> ids."""
     ids: set[str] = set()
     tail = {f"p99_{m}_{c}" for m in ("ttft", "tpot") for c in (*tail_rules.TIMED, "mixed")}
+    server = {f"server_p99_{m}_{part}" for m, parts in server_findings.PARTS.items()
+              for part in (*parts, "mixed")}
     for path in (ROOT / "perfkit").rglob("*.py"):
         source = path.read_text(encoding="utf-8")
         if "Finding(" not in source:
@@ -65,6 +67,8 @@ def _emitted_ids() -> set[str]:
             first = node.args[0] if node.args else None
             if isinstance(first, ast.Constant) and isinstance(first.value, str):
                 ids.add(first.value)
+            elif path.name == "server_findings.py":  # server_p99_<metric>_<part>
+                ids |= server
             else:  # an id built at run time: only the tail rules build theirs
                 assert path.name == "tail_rules.py", f"{path}: list this rule's ids here"
                 ids |= tail
