@@ -55,8 +55,8 @@ class ContentionProbe:
     def __init__(self, pid: int | None = None, engine_tid: int | None = None,
                  engine_role: str = ENGINE_LOADGEN, mode: str = "auto",
                  counters: CounterSource | None = None, sample_hz: float = 100.0,
-                 python_names: dict[int, str] | None = None, gil_uprobes: bool = False
-                 ) -> None:
+                 python_names: dict[int, str] | None = None, gil_uprobes: bool = False,
+                 thread_code: dict[int, str] | None = None) -> None:
         if mode not in MODES:
             raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
         self.pid = os.getpid() if pid is None else pid
@@ -65,7 +65,7 @@ class ContentionProbe:
             else engine_tid
         self.mode, self.sample_hz, self.gil_uprobes = mode, sample_hz, gil_uprobes
         self.book = ThreadBook(self.pid, self.engine_tid, engine_role)
-        self._names = python_names
+        self._names, self._code = python_names, thread_code
         self._counters: CounterSource = counters or PerfStat(self.pid, self.engine_tid)
         self._tracer: ebpf.BpfTracer | None = None
         self._marker = Marker() if own else None
@@ -75,7 +75,7 @@ class ContentionProbe:
 
     def start(self) -> None:
         raw = self._raw
-        self.book.look(self._names)
+        self.book.look(self._names, self._code)
         gil, gil_why = find_gil(self.pid)
         why = ebpf.unavailable() if self.mode != "sampled" else "the sampled fallback chosen"
         if not why:
@@ -130,7 +130,7 @@ class ContentionProbe:
         if self._tracer is not None and self._marker is not None:
             self._marker.wake()  # the tracer dumps its totals: the phase's baseline
         self._raw.stats_at_mark = thread_stats(self.pid)
-        self.book.look(self._names)
+        self.book.look(self._names, self._code)
         if self._sampler is not None:
             self._sampler.mark()
 
@@ -138,7 +138,7 @@ class ContentionProbe:
         raw = self._raw
         raw.end_s = time.perf_counter()
         raw.stats_at_end = thread_stats(self.pid)
-        self.book.look(self._names)
+        self.book.look(self._names, self._code)
         if self._tracer is not None:
             raw.trace = self._tracer.stop()
             if raw.trace.error and not raw.trace.dumps:

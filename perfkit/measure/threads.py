@@ -21,10 +21,11 @@ import threading
 
 ENGINE_LOADGEN = "engine+loadgen"  # a sweep: the engine's steps and the load's clients
 ENGINE_HTTP = "engine+http"  # perfkit serve: the engine's steps and the HTTP front end
+MAIN = "main"  # another program's main thread (stacks --pid of any Python process)
 PERFKIT = "perfkit"  # perfkit's own threads: samplers, tracers' readers, the progress bar
 NATIVE = "native"  # no Python thread: torch/OpenMP or numba workers, the runtime's own
 OTHER = "other"  # any other Python thread (the application's)
-ROLES = (ENGINE_LOADGEN, ENGINE_HTTP, PERFKIT, NATIVE, OTHER)
+ROLES = (ENGINE_LOADGEN, ENGINE_HTTP, MAIN, PERFKIT, NATIVE, OTHER)
 _PR_SET_NAME = 15
 _OWN_PREFIXES = ("perfkit-", "pk-")
 
@@ -62,6 +63,17 @@ def own_thread(thread: threading.Thread) -> bool:
     return thread.name.startswith("perfkit-") or type(thread).__module__.startswith("rich.")
 
 
+def thread_code(thread: threading.Thread) -> str:
+    """What the thread runs: its target's module.name, or its class's run(); "" for a
+    plain thread (the main thread)."""
+    target = getattr(thread, "_target", None)  # threading.Thread keeps it there
+    if target is not None:
+        return f"{getattr(target, '__module__', '?')}.{getattr(target, '__qualname__', '?')}"
+    if type(thread).run is not threading.Thread.run:
+        return f"{type(thread).__module__}.{type(thread).__qualname__}.run"
+    return ""
+
+
 def python_names() -> dict[int, str]:
     """tid -> Python name of this process's live threads; perfkit's own named "perfkit-..."
     (the progress bar's refresh thread: "perfkit-progress (rich)")."""
@@ -91,12 +103,18 @@ class ThreadBook:
         self.pid, self.engine_tid, self.engine_role = pid, engine_tid, engine_role
         self.comm: dict[int, str] = {}  # tid -> kernel name
         self.python: dict[int, str] = {}  # tid -> Python name (threads that run Python)
+        self.code: dict[int, str] = {}  # tid -> its target's module.name (this process)
 
-    def look(self, python: dict[int, str] | None = None) -> None:
-        """Note the threads alive now; `python`: tid -> Python name where known."""
+    def look(self, python: dict[int, str] | None = None,
+             code: dict[int, str] | None = None) -> None:
+        """Note the threads alive now; `python`: tid -> Python name where known, `code`:
+        tid -> what it runs (another process: from py-spy's dump)."""
+        self.code.update(code or {})
         self.comm.update(task_comms(self.pid))
         if python is None and self.pid == os.getpid():
             python = python_names()
+            self.code.update({t.native_id: what for t in threading.enumerate()
+                              if t.native_id is not None and (what := thread_code(t))})
         self.python.update(python or {})
 
     def name(self, tid: int) -> str:

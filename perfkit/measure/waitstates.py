@@ -58,10 +58,11 @@ def _read(path: str) -> str | None:
 
 class WaitSampler:
     def __init__(self, pid: int, gil: GilImage | None, rate_hz: float = 100.0,
-                 engine_tid: int | None = None) -> None:
+                 engine_tid: int | None = None, proc: str = "/proc") -> None:
         if rate_hz <= 0:
             raise ValueError(f"rate_hz must be > 0, got {rate_hz}")
         self.pid, self.gil, self.engine_tid = pid, gil, engine_tid
+        self.task = f"{proc}/{pid}/task"  # /proc/PID/task (another root: tests)
         self.data = SampledWaits(1.0 / rate_hz)
         self._futex = {n for n in (syscall_names.number("futex"),
                                    syscall_names.number("futex_waitv")) if n is not None}
@@ -81,7 +82,7 @@ class WaitSampler:
         return ""
 
     def check(self) -> str:
-        task = f"/proc/{self.pid}/task/{self.pid}"
+        task = f"{self.task}/{self.pid}"
         if _read(f"{task}/schedstat") is None:
             return "no /proc/PID/task/*/schedstat on this machine"
         if _read(f"{task}/syscall") is None:
@@ -114,7 +115,7 @@ class WaitSampler:
         now = time.perf_counter()
         d.ticks += 1
         try:
-            tids = [int(t) for t in os.listdir(f"/proc/{self.pid}/task")]
+            tids = [int(t) for t in os.listdir(self.task)]
         except OSError:
             return
         states = {tid: s for tid in tids if tid != self._me and (s := self.state(tid))}
@@ -127,7 +128,7 @@ class WaitSampler:
 
     def state(self, tid: int) -> str | None:
         """One of STATES, or None: the thread's first tick (nothing to compare) or gone."""
-        base = f"/proc/{self.pid}/task/{tid}"
+        base = f"{self.task}/{tid}"
         sched = _read(f"{base}/schedstat")
         if sched is None:
             return None

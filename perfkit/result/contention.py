@@ -61,6 +61,7 @@ class Holder:
     role: str
     seconds: float  # of the engine's waits while this thread held it
     share: float  # of the engine's waits placed in time (0..1)
+    code: str = ""  # what the thread runs: its target's module.name ("" unknown)
 
 
 @dataclass(frozen=True)
@@ -114,6 +115,9 @@ class ContentionSection:
     steps: list[StepGroup] = field(default_factory=list)  # all, tail, median
     min_event_s: float = 0.0  # waits shorter than this are in totals, not placed in steps
     placed_share: float | None = None  # of the engine's waits, the share placed in time
+    # of the engine's GIL waits placed in time, the seconds inside GC pauses (a collecting
+    # thread holds the GIL: that wait is the collector's, named by the GC findings)
+    gil_in_gc_s: float | None = None
     cost: ProbeCostInfo | None = None
     counters: HwCounters | None = None
     clock_note: str = ""  # "" when the tracer's clock checked out against perf_counter

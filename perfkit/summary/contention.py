@@ -179,15 +179,16 @@ def _holders(raw: ContentionRaw, totals: Totals, gil: Waits | None, lock: Waits 
 
 
 def _rank(by_tid: dict[int, float], total: float, book: ThreadBook) -> list[Holder]:
-    rows = [Holder(t, book.name(t), book.role(t), s, s / total if total > 0 else 0.0)
-            for t, s in by_tid.items() if s > 0]
+    rows = [Holder(t, book.name(t), book.role(t), s, s / total if total > 0 else 0.0,
+                   book.code.get(t, "")) for t, s in by_tid.items() if s > 0]
     return sorted(rows, key=lambda h: -h.seconds)[:5]
 
 
 def contention_section(raw: ContentionRaw, step_start_s: Sequence[float],
-                       step_end_s: Sequence[float], t0_s: float, output_tokens: int
-                       ) -> ContentionSection:
-    """Steps on perf_counter (the engine's clock outside lockstep); t0_s: the level's 0."""
+                       step_end_s: Sequence[float], t0_s: float, output_tokens: int,
+                       gc: Sequence[Interval] = ()) -> ContentionSection:
+    """Steps and GC pauses on perf_counter (the engine's clock outside lockstep); t0_s:
+    the level's 0."""
     base, end = _window(raw.trace) if raw.trace else (None, None)
     totals = _delta(end, base) if end is not None else {}
     gil, lock = engine_waits(raw)
@@ -209,6 +210,7 @@ def contention_section(raw: ContentionRaw, step_start_s: Sequence[float],
         steps=step_waits(step_start_s, step_end_s, gil, lock),
         min_event_s=(raw.sampled.interval_s if raw.sampled is not None else 50e-6),
         placed_share=_placed(engine, gil, lock, raw.source),
+        gil_in_gc_s=None if gil is None else gil.total_s - gil.minus(Waits(gc)).total_s,
         cost=cost_info(raw, engine, step_s),
         counters=hw_counters(raw.counters, output_tokens, len(steps)),
         clock_note=raw.trace.clock_note if raw.trace else "",

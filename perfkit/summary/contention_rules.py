@@ -1,15 +1,18 @@
-"""Contention named: the engine thread waited for the GIL, or for a lock, inside its steps.
+"""Contention named: the engine thread waited for the GIL, or for a lock.
 
-With --contention each in-process level has the engine thread's waits placed in its
-steps (result/contention.py). A finding fires at the first level where the engine thread
-spent at least STEP_SHARE of its step time waiting for the GIL (gil_contention) or in a
-lock (lock_contention), and at least MIN_PER_STEP_S a step: a share of a few
-microseconds is noise, not contention. Each names the waiting thread, the holder (GIL:
-the Python threads that ran while it waited; lock: the thread that released it), the
-share of the p99 tails' extra time the wait explains (summary/tail_rules.py), and a fix
-in the user's terms. Waits are measured directly (not inferred from timings), so these
-rules judge levels on a contended machine too: another process's load lengthens the
-holder's turn but does not make a thread of this process hold the GIL.
+With --contention each in-process level has the engine thread's waits (result/
+contention.py). A finding fires at the first level where the engine thread spent at
+least LEVEL_SHARE of the measured phase waiting for the GIL (gil_contention; GC pauses
+left out: a collecting thread holds the GIL, and the GC findings name that) or in a lock
+(lock_contention), and at least MIN_WAIT_S in all: the engine thread also runs the
+event loop between steps, and a wait there delays the next step as much as one inside
+it. The steps' share (inside the slowest and the median steps) is evidence. Each finding
+names the waiting thread, the holder (GIL: the Python threads that ran while it waited;
+lock: the thread that released it), the share of the p99 tails' extra time the wait
+explains (summary/tail_rules.py), and a fix in the user's terms. Waits are measured
+directly (not inferred from timings), so these rules judge levels on a contended machine
+too: another process's load lengthens the holder's turn, but it does not make a thread of
+this process hold the GIL (a woken waiter's wait for a core is the run queue's).
 """
 
 from __future__ import annotations
@@ -21,8 +24,8 @@ from perfkit.result.level import LevelResult
 from perfkit.result.sweep import Finding
 from perfkit.summary.tail_rules import explained
 
-STEP_SHARE = 0.10  # of the engine's step time spent waiting
-MIN_PER_STEP_S = 0.0002  # and at least this much a step
+LEVEL_SHARE = 0.10  # of the measured phase the engine thread spent waiting (clean: <= 2%)
+MIN_WAIT_S = 0.05  # and at least this much in all
 KIND = {"gil": ("gil_contention", "the GIL", "gil_wait_s"),
         "lock": ("lock_contention", "a lock", "lock_wait_s")}
 
@@ -32,12 +35,15 @@ def _wait(g: StepGroup | None, kind: str) -> float | None:
 
 
 def _share(sec: ContentionSection, kind: str) -> tuple[float, float] | None:
-    """(mean wait per step, its share of the mean step) over all the level's steps."""
-    g = sec.step_group("all")
-    wait = _wait(g, kind)
-    if g is None or wait is None or g.step_s <= 0:
+    """(the engine thread's wait in the measured phase, GIL: outside GC pauses; its share
+    of the phase)."""
+    engine = sec.thread(sec.engine_tid)
+    wait = None if engine is None else getattr(engine.times, KIND[kind][2])
+    if wait is None or sec.window_s <= 0:
         return None
-    return wait, wait / g.step_s
+    if kind == "gil":
+        wait = max(0.0, wait - (sec.gil_in_gc_s or 0.0))
+    return wait, wait / sec.window_s
 
 
 def _tails(lv: LevelResult, kind: str) -> dict[str, float]:
@@ -58,20 +64,32 @@ def _holders(sec: ContentionSection, kind: str) -> list[Holder]:
     return sec.gil_holders if kind == "gil" else sec.lock_holders
 
 
+MIN_HOLDER_SHARE = 0.01  # holders below this share are left out of the message
+
+
+def _who(h: Holder) -> str:
+    return f"{h.name} ({h.role}{', ' + h.code if h.code else ''})"
+
+
 def _holder_text(sec: ContentionSection, kind: str) -> str:
-    rows = _holders(sec, kind)
+    rows = [h for h in _holders(sec, kind) if h.share >= MIN_HOLDER_SHARE][:3]
     if not rows:
-        how = ("the holder is not seen without eBPF; `py-spy dump --pid PID` shows which "
-               "thread holds the GIL" if sec.source == "sampled" else "no holder was seen")
+        how = ("the holder is not seen without eBPF; the off-CPU stacks (--stacks) show "
+               "where threads wait" + ("; `py-spy dump --pid PID` shows which thread holds "
+                                       "the GIL" if kind == "gil" else "")
+               if sec.source == "sampled" else "no holder was seen")
         return f" ({how})"
-    verb = "ran during" if kind == "gil" else "released it after"
-    listed = "; ".join(f"{h.name} ({h.role}) {verb} {h.share:.0%} of it" for h in rows[:3])
-    return f": {listed}"
+    if kind == "gil":
+        return ". Held by (ran while it waited): " + ", ".join(
+            f"{_who(h)} {h.share:.0%}" for h in rows)
+    return ". Held by (released it, ending the wait): " + ", ".join(
+        f"{_who(h)} {h.share:.0%}" for h in rows)
 
 
 def _fix(sec: ContentionSection, kind: str) -> str:
     top = next(iter(_holders(sec, kind)), None)
-    who = f"thread {top.name!r}" if top is not None else "the holding thread"
+    who = ("the holding thread" if top is None else f"thread {top.name!r}"
+           + (f" ({top.code})" if top.code else ""))
     if top is not None and top.role == PERFKIT:
         return (f"The holder is perfkit's own {top.name}: lower --stack-rate, or run without "
                 "--stacks, to cut its turns.")
@@ -85,34 +103,51 @@ def _fix(sec: ContentionSection, kind: str) -> str:
             "engine's step (hand the data over through a queue).")
 
 
+def _steps_text(sec: ContentionSection, kind: str) -> str:
+    parts = []
+    for which, label in (("all", "a step"), ("tail", "in its slowest steps"),
+                         ("median", "in the median ones")):
+        g = sec.step_group(which)
+        wait = _wait(g, kind)
+        if g is not None and wait is not None:
+            parts.append(f"{wait * 1e3:.2f} of {g.step_s * 1e3:.2f} ms {label}")
+    return f"; inside the steps {', '.join(parts)}" if parts else ""
+
+
+def _gc_text(sec: ContentionSection, kind: str) -> str:
+    gc = sec.gil_in_gc_s
+    return f", besides {gc:.2f} s in GC pauses" if kind == "gil" and gc else ""
+
+
+def _tails_text(tails: dict[str, float]) -> str:
+    if not tails:
+        return ""
+    shares = " and ".join(f"{v:.0%} of the p99 {m.upper()} tail's" for m, v in tails.items())
+    return f" It explains {shares} extra time."
+
+
 def _finding(lv: LevelResult, sec: ContentionSection, kind: str, wait: float,
              share: float) -> Finding:
-    fid, what, field = KIND[kind]
+    fid, what, _ = KIND[kind]
     engine = sec.thread(sec.engine_tid)
     name = engine.name if engine else f"tid {sec.engine_tid}"
-    tail, median = sec.step_group("tail"), sec.step_group("median")
     tails = _tails(lv, kind)
-    explains = "; ".join(f"it explains {v:.0%} of the p99 {m.upper()} tail's extra time"
-                         for m, v in tails.items())
-    tail_text = "" if tail is None or _wait(tail, kind) is None else (
-        f" (its slowest steps: {(_wait(tail, kind) or 0) * 1e3:.2f} of "
-        f"{tail.step_s * 1e3:.2f} ms; median steps {(_wait(median, kind) or 0) * 1e3:.2f} of "
-        f"{(median.step_s if median else 0) * 1e3:.2f} ms)")
-    holders = _holders(sec, kind)
     return Finding(
         fid, "warning",
-        f"The engine thread ({name}) waited for {what} {share:.0%} of its step time at "
-        f"{lv.point.label}: {wait * 1e3:.2f} ms a step{tail_text}"
-        f"{_holder_text(sec, kind)}." + (f" {explains[0].upper()}{explains[1:]}."
-                                          if explains else ""),
-        {"level": lv.point.label, "waiting_thread": name, "waiting_role":
-         engine.role if engine else None, "source": sec.source, "gil_probe": sec.gil_probe,
-         "wait_per_step_s": wait, "step_share": share,
+        f"The engine thread ({name}) waited for {what} {share:.0%} of the level at "
+        f"{lv.point.label} ({wait:.2f} s of {sec.window_s:.2f} s{_gc_text(sec, kind)}"
+        f"{_steps_text(sec, kind)})"
+        f"{_holder_text(sec, kind)}.{_tails_text(tails)}",
+        {"level": lv.point.label, "waiting_thread": name,
+         "waiting_role": engine.role if engine else None, "source": sec.source,
+         "gil_probe": sec.gil_probe, "wait_s": wait, "window_s": sec.window_s,
+         "gil_in_gc_s": sec.gil_in_gc_s if kind == "gil" else None,
+         "level_share": share,
          "steps": {g.which: {"num_steps": g.num_steps, "step_s": g.step_s,
                              "wait_s": _wait(g, kind)} for g in sec.steps},
-         "holders": [{"name": h.name, "role": h.role, "tid": h.tid, "seconds": h.seconds,
-                      "share": h.share} for h in holders],
-         "tail_explained_share": tails, field: engine and getattr(engine.times, field)},
+         "holders": [{"name": h.name, "role": h.role, "code": h.code, "tid": h.tid,
+                      "seconds": h.seconds, "share": h.share} for h in _holders(sec, kind)],
+         "tail_explained_share": tails},
         _fix(sec, kind))
 
 
@@ -125,7 +160,7 @@ def contention(levels: list[LevelResult], profile: Profile) -> list[Finding]:
             if sec is None or measured is None:
                 continue
             wait, share = measured
-            if share >= STEP_SHARE and wait >= MIN_PER_STEP_S:
+            if share >= LEVEL_SHARE and wait >= MIN_WAIT_S:
                 found.append(_finding(lv, sec, kind, wait, share))
                 break
     return found

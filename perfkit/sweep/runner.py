@@ -90,7 +90,8 @@ def run_level(engine: Engine, profile: Profile, plan: SweepPlan, level: LoadPoin
                    engine.pool.num_blocks, engine.block_size, measurements)
     result = level_result(run, profile.slo, profile.sweep.percentiles)
     waits = None if raw is None else contention_section(
-        raw, stats.step_start_s, stats.step_end_s, t0, result.counts.output_tokens)
+        raw, stats.step_start_s, stats.step_end_s, t0, result.counts.output_tokens,
+        list(zip(probed.gc_start_s, probed.gc_end_s)))
     tail = tail_section(records, stats.step_start_s, stats.step_end_s, stats.step_prefill_seqs,
                         probed, t0, waits)
     return replace(result, tail=tail, contention=waits)
