@@ -4,10 +4,12 @@
     source.mark()          # the measured phase starts (after the warm-up)
     readings = source.stop()
 
-`perf stat -x, -I 100 --per-thread -p PID -e EVENTS` prints each thread's counts every
-100 ms; the readings sum the intervals that end after `mark()` (good to one interval at
-the start), for the whole process and for the engine thread. perf attaches to the
-threads alive when it starts: threads started later are not counted.
+`perf stat -x, --per-thread -p PID -e EVENTS -D -1 --control fifo:CTL -o FILE` attaches
+with its counters disabled; `mark()` enables them through the control fifo and `stop()`
+disables them, so the totals (per thread, summed for the process; the engine thread's
+apart) cover the measured phase exactly. perf writes to a file read after it exits: no
+thread of this process wakes for it during the level (perf >= 5.10 has --control). perf
+attaches to the threads alive when it starts: threads started later are not counted.
 
 Events: instructions and cycles (IPC), L1D and LLC load misses, and, where the PMU has
 an event for it, HITM loads (a load that found the line modified in another core's
@@ -20,28 +22,26 @@ virtual machine) `unavailable` says so.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
 import subprocess
-import threading
+import tempfile
 import time
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from perfkit.measure.threads import name_native
-
 HARDWARE = ("cycles", "instructions", "L1-dcache-load-misses", "LLC-load-misses")
 SOFTWARE = ("task-clock", "context-switches", "cpu-migrations", "page-faults")
 HITM_NAMES = ("xsnp_hitm", "xsnp_fwd", "hitm")  # Intel: mem_load_l3_hit_retired.xsnp_*
-INTERVAL_MS = 100
 NO_PMU_VM = "no hardware performance counters (virtual machine)"
 NO_PMU = "no hardware performance counters (no CPU PMU in /sys/bus/event_source/devices)"
 
 
 @dataclass
 class CounterReadings:
-    window_s: float  # seconds of the intervals summed
+    window_s: float  # seconds the counters were enabled (the measured phase)
     process: dict[str, float | None] = field(default_factory=dict)  # event -> total
     engine: dict[str, float | None] = field(default_factory=dict)  # the engine thread's
     unavailable: dict[str, str] = field(default_factory=dict)  # "hardware"|"hitm"|... -> why
@@ -84,24 +84,20 @@ def hitm_event(perf: str) -> str:
     return ""
 
 
-def parse_line(line: str) -> tuple[float, int | None, str, float | None] | None:
-    """One `perf stat -x, -I` line -> (interval end s, tid or None, event, value or None)."""
+def parse_line(line: str) -> tuple[int | None, str, float | None] | None:
+    """One `perf stat -x, --per-thread` line -> (tid or None, event, value or None)."""
     f = [x.strip() for x in line.split(",")]
-    if len(f) < 4:
-        return None
-    try:
-        t = float(f[0])
-    except ValueError:
+    if len(f) < 3 or f[0].startswith("#"):
         return None
     tid = None
-    if "-" in f[1] and f[1].rsplit("-", 1)[1].isdigit():  # --per-thread: "comm-tid"
-        tid = int(f[1].rsplit("-", 1)[1])
-        f = [f[0], *f[2:]]
-    if len(f) < 4:
+    if "-" in f[0] and f[0].rsplit("-", 1)[1].isdigit():  # --per-thread: "comm-tid"
+        tid = int(f[0].rsplit("-", 1)[1])
+        f = f[1:]
+    if len(f) < 3 or not f[2] or f[2][0].isdigit():
         return None
-    if f[1] == "<not counted>":  # the thread did not run in the interval: nothing counted
-        return t, tid, f[3], 0.0
-    return t, tid, f[3], None if f[1].startswith("<") else _number(f[1])
+    if f[0] == "<not counted>":  # the thread did not run while counting: nothing counted
+        return tid, f[2], 0.0
+    return tid, f[2], None if f[0].startswith("<") else _number(f[0])
 
 
 def _number(text: str) -> float | None:
@@ -115,10 +111,12 @@ class PerfStat:
     def __init__(self, pid: int, engine_tid: int | None, exe: str | None = None) -> None:
         self.pid, self.engine_tid = pid, engine_tid
         self.exe = exe or shutil.which("perf")
-        self._proc: subprocess.Popen[str] | None = None
-        self._lines: list[tuple[float, str]] = []  # (perf_counter on arrival, line)
-        self._reader: threading.Thread | None = None
-        self._mark_s = 0.0
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._dir = tempfile.TemporaryDirectory(prefix="perfkit-perf-")
+        self._out = os.path.join(self._dir.name, "stat.csv")
+        self._ctl: int | None = None  # the control fifo, open for writing
+        self._on_s: float | None = None  # perf_counter when the counters were enabled
+        self._window_s = 0.0
         self._pmu = ""
         self._hitm = ""
 
@@ -129,69 +127,98 @@ class PerfStat:
         self._hitm = "" if self._pmu else hitm_event(self.exe)
         events = list(SOFTWARE) + ([] if self._pmu else list(HARDWARE))
         events += [self._hitm] if self._hitm else []
-        args = [self.exe, "stat", "-x,", "-I", str(INTERVAL_MS), "--per-thread",
-                "-p", str(self.pid), "-e", ",".join(events)]
+        ctl = os.path.join(self._dir.name, "ctl")
+        os.mkfifo(ctl)
+        args = [self.exe, "stat", "-x,", "--per-thread", "-p", str(self.pid), "-D", "-1",
+                "--control", f"fifo:{ctl}", "-o", self._out, "-e", ",".join(events)]
         try:
             self._proc = subprocess.Popen(args, stdin=subprocess.DEVNULL,
                                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                                          text=True, start_new_session=True)
+                                          start_new_session=True)
         except OSError as err:
             return f"cannot run perf: {err.strerror or err}"
-        self._reader = threading.Thread(target=self._read, name="perfkit-perf-reader",
-                                        daemon=True)
-        self._reader.start()
-        self._mark_s = time.perf_counter()
+        return self._open_control(ctl)
+
+    def _open_control(self, ctl: str, timeout_s: float = 10.0) -> str:
+        """Open the fifo once perf reads it (ENXIO until then); else why perf did not."""
+        deadline = time.monotonic() + timeout_s
+        assert self._proc is not None
+        while self._ctl is None:
+            try:
+                self._ctl = os.open(ctl, os.O_WRONLY | os.O_NONBLOCK)
+            except OSError:
+                if self._proc.poll() is not None or time.monotonic() > deadline:
+                    return self._failed()
+                time.sleep(0.02)
         return ""
 
-    def mark(self) -> None:
-        self._mark_s = time.perf_counter()
+    def _failed(self) -> str:
+        assert self._proc is not None
+        if self._proc.poll() is None:
+            self._proc.kill()
+        _, err = self._proc.communicate()
+        lines = [x.strip() for x in err.decode(errors="replace").splitlines() if x.strip()]
+        self._proc = None
+        why = lines[0] if lines else "it did not open its control fifo"
+        return f"perf stat: {why}" + (" (perf >= 5.10 has --control)" if "control" in why
+                                      else "")
 
-    def _read(self) -> None:
-        name_native("pk-perf-reader")
-        assert self._proc is not None and self._proc.stderr is not None
-        for line in self._proc.stderr:
-            self._lines.append((time.perf_counter(), line))
+    def _command(self, word: str) -> None:
+        if self._ctl is not None:
+            with contextlib.suppress(OSError):
+                os.write(self._ctl, f"{word}\n".encode())
+
+    def mark(self) -> None:
+        """The measured phase starts: the counters count from here."""
+        self._command("enable")
+        self._on_s = time.perf_counter()
 
     def stop(self) -> CounterReadings:
         proc = self._proc
         if proc is None:
+            self._dir.cleanup()
             return CounterReadings(0.0, unavailable={"counters": "perf stat did not start"})
+        self._command("disable")
+        if self._on_s is not None:
+            self._window_s = time.perf_counter() - self._on_s
         if proc.poll() is None:
             proc.send_signal(signal.SIGINT)
-            try:
-                proc.wait(10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-        if self._reader is not None:
-            self._reader.join(10)
-        return readings(self._lines, self._mark_s, self.engine_tid, self._pmu, self._hitm)
+        try:
+            _, err = proc.communicate(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            _, err = proc.communicate()
+        if self._ctl is not None:
+            os.close(self._ctl)
+        try:
+            with open(self._out, encoding="utf-8", errors="replace") as f:
+                text = f.read()
+        except OSError:
+            text = err.decode(errors="replace")
+        self._dir.cleanup()
+        return readings(text.splitlines(), self._window_s, self.engine_tid, self._pmu,
+                        self._hitm)
 
 
-def readings(lines: list[tuple[float, str]], mark_s: float, engine_tid: int | None,
-             pmu: str, hitm: str) -> CounterReadings:
-    """Sum the intervals that end after mark_s (perf's relative times placed on
-    perf_counter by the earliest arrival: a line arrives just after its interval ends)."""
-    parsed = [(arrived, p) for arrived, line in lines if (p := parse_line(line)) is not None]
+def readings(lines: list[str], window_s: float, engine_tid: int | None, pmu: str, hitm: str
+             ) -> CounterReadings:
+    """Per-thread totals -> the process's and the engine thread's; an event perf could not
+    count is None in both."""
+    parsed = [p for line in lines if (p := parse_line(line)) is not None]
     if not parsed:
-        why = next((x.strip() for _, x in lines if x.strip()), "no output")
+        why = next((x.strip() for x in lines if x.strip() and not x.startswith("#")
+                    and "Events" not in x), "no counts written")
         return CounterReadings(0.0, unavailable={"counters": f"perf stat: {why}"})
-    origin = min(arrived - p[0] for arrived, p in parsed)
     process: dict[str, float | None] = {}
     engine: dict[str, float | None] = {}
-    ends = sorted({p[0] for _, p in parsed if origin + p[0] > mark_s})
-    for _, (t, tid, event, value) in parsed:
-        if origin + t <= mark_s:
-            continue
+    for tid, event, value in parsed:
         for into, take in ((process, True), (engine, tid == engine_tid)):
             if take:
                 into[event] = None if value is None or into.get(event, 0.0) is None \
                     else (into.get(event) or 0.0) + value
-    first = max(mark_s - origin, min(ends, default=0.0) - INTERVAL_MS / 1e3)
-    window = (ends[-1] - first) if ends else 0.0
     unavailable = {"hardware": pmu} if pmu else {}
     if not pmu and not hitm:
         unavailable["hitm"] = "no HITM load event on this PMU (perf list names none)"
     elif pmu:
         unavailable["hitm"] = pmu
-    return CounterReadings(max(window, 0.0), process, engine, unavailable, hitm)
+    return CounterReadings(window_s, process, engine, unavailable, hitm)

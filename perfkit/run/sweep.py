@@ -20,6 +20,7 @@ from typing import Any, Protocol
 
 from perfkit.config.profile import profile_dict, profile_sha256
 from perfkit.config.schema import Profile
+from perfkit.errors import PerfkitError
 from perfkit.measure.envinfo import collect
 from perfkit.records import RequestRecord
 from perfkit.remote.options import TargetOptions
@@ -203,6 +204,9 @@ def run_sweep(prof: Profile, path: Path | None = None, *, samplers: bool = True,
     (in-process) GIL and lock waits are traced beside every level."""
     from perfkit.sweep.lockstep import in_lockstep
 
+    if contention and (lockstep is not None or target is not None):
+        raise PerfkitError("contention tracing runs on the in-process engine alone (its "
+                           "tracer's clock is perf_counter's; lockstep pauses perfkit's)")
     plan = plan_from_profile(prof, samplers, contention)
     with level_runner(prof, plan, target, traces) as (run_one, header):
         writer = ResultWriter(path, header)
