@@ -11,9 +11,10 @@ costs nothing):
 - Lock wait: a futex wait on any other word (threading.Lock, Condition, queue.Queue, a C
   mutex). The thread that woke it (FUTEX_WAKE on the word) released the lock: its holder.
 - Syscalls (raw_syscalls): count and time in each, per thread and syscall number.
-- Who held the GIL while the engine thread waited for it: every 1/hold_hz s on each CPU,
-  the thread of this process on it (a thread running Python holds the GIL; native
-  threads, which run without it, are told apart afterwards by name).
+- Who held the GIL while the engine thread waited for it (asleep, until its wake-up):
+  every 1/HOLD_HZ s on each CPU, the thread of this process on it (a thread running Python
+  holds the GIL; native threads, which run without it, are told apart afterwards). A
+  holder that lost its core while holding the GIL is not seen.
 With `gil_uprobes` the GIL is traced at its functions instead: uprobes on take_gil (entry
 to return: every acquisition counted) and drop_gil (hold times). Exact, but a uretprobe
 costs microseconds on each of the ~10^4 GIL handoffs a second a torch engine makes
@@ -83,6 +84,7 @@ def _in_gil_data(s: ScriptSpec, var: str) -> str:
 
 def _futex(s: ScriptSpec) -> str:
     pid, eng = s.pid, _engine(s)
+    wake_engine = "0" if s.engine_tid is None else f"args->pid == {s.engine_tid}"
     waits = " || ".join(f"$c == {op}" for op in FUTEX_WAITS)
     wakes = " || ".join(f"$c == {op}" for op in FUTEX_WAKES)
     event = f"""if ({eng} && $d >= {s.min_wait_ns}) {{
@@ -97,7 +99,8 @@ tracepoint:syscalls:sys_enter_futex /pid == {pid}/ {{
   if ({waits}) {{ @fs[tid] = nsecs; @fa[tid] = $a; {gil_wait} }}
   else if ({wakes}) {{ @waker[$a] = tid; {mark} }}
 }}
-tracepoint:sched:sched_wakeup /@fs[args->pid]/ {{ @wk[args->pid] = nsecs; }}
+tracepoint:sched:sched_wakeup /@fs[args->pid]/ {{
+  @wk[args->pid] = nsecs; if ({wake_engine}) {{ @egil = 0; }} }}
 tracepoint:syscalls:sys_exit_futex /pid == {pid} && @fs[tid]/ {{
   $s = @fs[tid]; $w = @wk[tid]; $a = @fa[tid];
   delete(@fs[tid]); delete(@fa[tid]); delete(@wk[tid]);

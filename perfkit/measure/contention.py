@@ -23,7 +23,13 @@ from perfkit.measure import ebpf
 from perfkit.measure.bpf_script import ScriptSpec
 from perfkit.measure.elfsyms import GilImage, find_gil
 from perfkit.measure.hwcounters import CounterReadings, CounterSource, PerfStat
-from perfkit.measure.probe_cost import Marker, ProbeCost, call_times, probe_cost
+from perfkit.measure.probe_cost import (
+    Marker,
+    ProbeCost,
+    call_times,
+    probe_cost,
+    untraced_times,
+)
 from perfkit.measure.threads import ENGINE_LOADGEN, ThreadBook, thread_stats
 from perfkit.measure.waitstates import SampledWaits, WaitSampler
 
@@ -107,7 +113,7 @@ class ContentionProbe:
         if tp_why and not uprobes:
             return f"{tp_why}; and {gil_why}" if gil_why else tp_why
         own = self.pid == os.getpid()
-        before = call_times() if own else None
+        before = untraced_times(uprobes) if own else None
         spec = ScriptSpec(self.pid, self.engine_tid, gil.data_ranges if gil else [],
                           not tp_why, gil.path if uprobes and gil else None,
                           self._marker.address if self._marker else None)
@@ -117,7 +123,7 @@ class ContentionProbe:
             return why
         self._tracer, raw.source = tracer, "ebpf"
         raw.gil_probe = "uprobes" if uprobes else "futex" if gil is not None else ""
-        raw.cost = probe_cost(before, call_times() if own else None)
+        raw.cost = probe_cost(before, call_times(uprobes) if own else None)
         if gil is None:
             raw.unavailable["gil_wait"] = gil_why
         if tp_why:

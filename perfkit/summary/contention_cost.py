@@ -24,7 +24,8 @@ def cost_info(raw: ContentionRaw, engine: ThreadWait | None, step_s: float
     cost = raw.cost
     if raw.source != "ebpf" or cost is None:
         return None
-    us = (cost.gil_pair_s * 1e6, cost.syscall_s * 1e6, cost.futex_s * 1e6)
+    gil_us = cost.gil_pair_s * 1e6 if raw.gil_probe == "uprobes" else None  # timed then only
+    us = (gil_us, cost.syscall_s * 1e6, cost.futex_s * 1e6)
     if engine is None:
         return ProbeCostInfo(*us, None, None, None)
     c = engine.counts

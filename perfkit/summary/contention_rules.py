@@ -2,11 +2,18 @@
 
 With --contention each in-process level has the engine thread's waits (result/
 contention.py). A finding fires at the first level where the engine thread spent at
-least LEVEL_SHARE of the measured phase waiting for the GIL (gil_contention; GC pauses
-left out: a collecting thread holds the GIL, and the GC findings name that) or in a lock
-(lock_contention), and at least MIN_WAIT_S in all: the engine thread also runs the
-event loop between steps, and a wait there delays the next step as much as one inside
-it. The steps' share (inside the slowest and the median steps) is evidence. Each finding
+least BUSY_SHARE of its busy time (on a CPU, or asleep waiting for the GIL or a lock; not
+idle, not waiting for a core) waiting for the GIL (gil_contention; GC pauses left out: a
+collecting thread holds the GIL, and the GC findings name that) or in a lock
+(lock_contention), and at least MIN_WAIT_S in all. Busy time, not the level's length: a
+loaded machine stretches the level with run-queue waits and would dilute the share (a GIL
+hog measured 37% of busy time both on a quiet machine and beside 1.7 busy cores, 24% and
+10% of the level). The wait counts between steps too: the engine thread runs the event
+loop there, and a wait delays the next step as much as one inside it. The steps' share
+(inside the slowest and the median steps) is evidence. A GIL wait is named only when
+threads of the process were seen running during at least HELD_SHARE of it: a holder that
+lost its core while holding the GIL is the machine's load (the run queue), not a hog
+(measured beside 1.8 busy cores: 19% of busy time, holders seen in 10% of it). Each finding
 names the waiting thread, the holder (GIL: the Python threads that ran while it waited;
 lock: the thread that released it), the share of the p99 tails' extra time the wait
 explains (summary/tail_rules.py), and a fix in the user's terms. Waits are measured
@@ -18,14 +25,15 @@ this process hold the GIL (a woken waiter's wait for a core is the run queue's).
 from __future__ import annotations
 
 from perfkit.config.schema import Profile
-from perfkit.measure.threads import PERFKIT
+from perfkit.measure.threads import NATIVE, PERFKIT
 from perfkit.result.contention import ContentionSection, Holder, StepGroup
 from perfkit.result.level import LevelResult
 from perfkit.result.sweep import Finding
 from perfkit.summary.tail_rules import explained
 
-LEVEL_SHARE = 0.10  # of the measured phase the engine thread spent waiting (clean: <= 2%)
+BUSY_SHARE = 0.15  # of the engine thread's busy time spent waiting (clean runs: 2-7%)
 MIN_WAIT_S = 0.05  # and at least this much in all
+HELD_SHARE = 0.25  # GIL: Python threads seen running during at least this share of it
 KIND = {"gil": ("gil_contention", "the GIL", "gil_wait_s"),
         "lock": ("lock_contention", "a lock", "lock_wait_s")}
 
@@ -34,16 +42,32 @@ def _wait(g: StepGroup | None, kind: str) -> float | None:
     return None if g is None else getattr(g, KIND[kind][2])
 
 
-def _share(sec: ContentionSection, kind: str) -> tuple[float, float] | None:
-    """(the engine thread's wait in the measured phase, GIL: outside GC pauses; its share
-    of the phase)."""
+def _waits(sec: ContentionSection) -> tuple[float | None, float | None, float | None]:
+    """The engine thread's (GIL wait outside GC pauses, lock wait, busy time): busy is its
+    CPU time plus both waits (None where /proc gave no CPU time: then the phase's
+    length stands in)."""
     engine = sec.thread(sec.engine_tid)
-    wait = None if engine is None else getattr(engine.times, KIND[kind][2])
-    if wait is None or sec.window_s <= 0:
+    if engine is None:
+        return None, None, None
+    t = engine.times
+    gil = None if t.gil_wait_s is None else max(0.0, t.gil_wait_s - (sec.gil_in_gc_s or 0.0))
+    busy = None if t.cpu_s is None else t.cpu_s + (gil or 0.0) + (t.lock_wait_s or 0.0)
+    return gil, t.lock_wait_s, busy
+
+
+def _share(sec: ContentionSection, kind: str) -> tuple[float, float, float] | None:
+    """(the engine thread's wait, its busy time, the wait's share of it)."""
+    gil, lock, busy = _waits(sec)
+    wait = gil if kind == "gil" else lock
+    base = busy if busy else sec.window_s
+    if wait is None or base <= 0:
         return None
-    if kind == "gil":
-        wait = max(0.0, wait - (sec.gil_in_gc_s or 0.0))
-    return wait, wait / sec.window_s
+    return wait, base, wait / base
+
+
+def _held(sec: ContentionSection) -> float:
+    """Of the engine's GIL wait, the share Python threads were seen running."""
+    return sum(h.share for h in sec.gil_holders if h.role != NATIVE)
 
 
 def _tails(lv: LevelResult, kind: str) -> dict[str, float]:
@@ -126,7 +150,7 @@ def _tails_text(tails: dict[str, float]) -> str:
     return f" It explains {shares} extra time."
 
 
-def _finding(lv: LevelResult, sec: ContentionSection, kind: str, wait: float,
+def _finding(lv: LevelResult, sec: ContentionSection, kind: str, wait: float, busy: float,
              share: float) -> Finding:
     fid, what, _ = KIND[kind]
     engine = sec.thread(sec.engine_tid)
@@ -134,15 +158,15 @@ def _finding(lv: LevelResult, sec: ContentionSection, kind: str, wait: float,
     tails = _tails(lv, kind)
     return Finding(
         fid, "warning",
-        f"The engine thread ({name}) waited for {what} {share:.0%} of the level at "
-        f"{lv.point.label} ({wait:.2f} s of {sec.window_s:.2f} s{_gc_text(sec, kind)}"
-        f"{_steps_text(sec, kind)})"
-        f"{_holder_text(sec, kind)}.{_tails_text(tails)}",
+        f"The engine thread ({name}) waited for {what} {share:.0%} of its busy time at "
+        f"{lv.point.label}: {wait:.2f} s of {busy:.2f} s on a CPU or waiting"
+        f"{_gc_text(sec, kind)} ({wait / sec.window_s:.0%} of the {sec.window_s:.2f} s "
+        f"level{_steps_text(sec, kind)}){_holder_text(sec, kind)}.{_tails_text(tails)}",
         {"level": lv.point.label, "waiting_thread": name,
          "waiting_role": engine.role if engine else None, "source": sec.source,
-         "gil_probe": sec.gil_probe, "wait_s": wait, "window_s": sec.window_s,
+         "gil_probe": sec.gil_probe, "wait_s": wait, "busy_s": busy,
+         "window_s": sec.window_s, "busy_share": share, "level_share": wait / sec.window_s,
          "gil_in_gc_s": sec.gil_in_gc_s if kind == "gil" else None,
-         "level_share": share,
          "steps": {g.which: {"num_steps": g.num_steps, "step_s": g.step_s,
                              "wait_s": _wait(g, kind)} for g in sec.steps},
          "holders": [{"name": h.name, "role": h.role, "code": h.code, "tid": h.tid,
@@ -159,8 +183,9 @@ def contention(levels: list[LevelResult], profile: Profile) -> list[Finding]:
             measured = None if sec is None else _share(sec, kind)
             if sec is None or measured is None:
                 continue
-            wait, share = measured
-            if share >= LEVEL_SHARE and wait >= MIN_WAIT_S:
-                found.append(_finding(lv, sec, kind, wait, share))
+            wait, busy, share = measured
+            held = kind == "lock" or _held(sec) >= HELD_SHARE
+            if share >= BUSY_SHARE and wait >= MIN_WAIT_S and held:
+                found.append(_finding(lv, sec, kind, wait, busy, share))
                 break
     return found
