@@ -140,7 +140,8 @@ def _steps_text(sec: ContentionSection, kind: str) -> str:
 
 def _gc_text(sec: ContentionSection, kind: str) -> str:
     gc = sec.gil_in_gc_s
-    return f", besides {gc:.2f} s in GC pauses" if kind == "gil" and gc else ""
+    return f", besides {gc:.2f} s in GC pauses" if kind == "gil" and gc and gc >= 0.005 \
+        else ""
 
 
 def _tails_text(tails: dict[str, float]) -> str:
