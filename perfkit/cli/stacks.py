@@ -91,6 +91,8 @@ def python_program(command: list[str]) -> bool:
     """A Python interpreter, or a script whose #! line runs one."""
     from perfkit.stacks.external import is_python
 
+    if "\0" in command[0]:  # no file has such a name (the OS refuses it)
+        return False
     if is_python(command):
         return True
     exe = shutil.which(command[0])
