@@ -36,16 +36,20 @@ def _tail_ms(field: str) -> Cell:
 
 
 def _holder(sec: ContentionSection) -> str:
+    """The thread that ran most while the engine waited for the GIL ("-" when it waited
+    under 10 ms in all: nobody to name)."""
     top = next(iter(sec.gil_holders), None)
-    return NA if top is None else f"{top.name[:16]} {pct(top.share)}"
+    if top is None:
+        return NA
+    return "-" if top.seconds < 0.01 else f"{top.name[:12]} {pct(top.share)}"
 
 
 def _cost(sec: ContentionSection) -> str:
     c = sec.cost
     if c is None:
         return NA
-    if c.sampler_cpu_s is not None:
-        return f"{ms(c.sampler_cpu_s)} ms CPU"
+    if c.sampler_cpu_s is not None:  # the fallback: its sampling thread's CPU share
+        return f"{pct(c.sampler_cpu_s / sec.window_s) if sec.window_s > 0 else NA} cpu"
     return pct(c.step_share, 1)
 
 
@@ -56,7 +60,7 @@ CONTENTION: list[tuple[str, Cell]] = [
     ("lock\n%step", _share("all", "lock_wait_s")),
     ("tail step\nGIL ms", _tail_ms("gil_wait_s")),
     ("tail step\nlock ms", _tail_ms("lock_wait_s")),
-    ("GIL held by\n(ran in wait)", _sec(_holder)),
+    ("GIL held\nby (ran)", _sec(_holder)),
     ("probes\n%step", _sec(_cost)),
     ("IPC", _sec(lambda s: num(s.counters.ipc, 2) if s.counters else NA)),
 ]

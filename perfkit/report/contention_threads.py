@@ -19,7 +19,7 @@ VIA = {"futex": "eBPF: futex tracepoints", "uprobes": "eBPF: uprobes on take_gil
 def _secs(value: float | None, window: float) -> str:
     if value is None:
         return NA
-    return f"{value:.2f} ({pct(value / window) if window > 0 else NA})"
+    return f"{value:.2f} {pct(value / window) if window > 0 else NA}"
 
 
 def _row(t: ThreadWait, window: float) -> list[str]:
@@ -28,20 +28,18 @@ def _row(t: ThreadWait, window: float) -> list[str]:
         c.gil_acquires if c.gil_acquires is not None else c.gil_wait_ticks)
     lock_n = c.lock_waits if c.lock_waits is not None else c.lock_wait_ticks
     top = t.syscalls[0] if t.syscalls else None
-    return [t.name[:24], t.role, _secs(tm.gil_wait_s, window), count(gil_n),
+    return [t.name[:16], t.role, _secs(tm.gil_wait_s, window), count(gil_n),
             _secs(tm.lock_wait_s, window), count(lock_n), num(tm.cpu_s, 2),
-            num(tm.kernel_s, 2), NA if top is None else f"{top.name} {top.count}"]
+            num(tm.kernel_s, 2), NA if top is None else f"{top.name[:10]} {top.count}"]
 
 
 def threads_table(sec: ContentionSection, top: int = 12) -> Table:
-    table = Table(title=f"threads over {sec.window_s:.1f} s, most waiting first "
-                        "(times s (% of the window); counts: waits, or ticks when sampled)",
+    table = Table(title=f"threads over {sec.window_s:.1f} s, most waiting first (waits: "
+                        "s and % of the window; n: waits, or ticks when sampled)",
                   title_justify="left", box=None, pad_edge=False)
-    for head in ("thread", "role", "GIL wait s", "n", "lock wait s", "n", "CPU s",
-                 "kernel s", "top syscall"):
+    for head in ("thread", "role", "GIL", "n", "lock", "n", "CPU s", "sys s", "top syscall"):
         table.add_column(head, justify="left" if head in ("thread", "role", "top syscall")
-                         else "right", no_wrap=True, min_width=12 if head == "thread" else 0,
-                         overflow="ellipsis")
+                         else "right", no_wrap=True, overflow="ellipsis")
     for t in sec.threads[:top]:
         table.add_row(*_row(t, sec.window_s))
     return table

@@ -98,11 +98,11 @@ def _who(h: Holder) -> str:
 def _holder_text(sec: ContentionSection, kind: str) -> str:
     rows = [h for h in _holders(sec, kind) if h.share >= MIN_HOLDER_SHARE][:3]
     if not rows:
-        how = ("the holder is not seen without eBPF; the off-CPU stacks (--stacks) show "
+        how = ("The holder is not seen without eBPF: the off-CPU stacks (--stacks) show "
                "where threads wait" + ("; `py-spy dump --pid PID` shows which thread holds "
                                        "the GIL" if kind == "gil" else "")
-               if sec.source == "sampled" else "no holder was seen")
-        return f" ({how})"
+               if sec.source == "sampled" else "No holder was seen")
+        return f". {how}"
     if kind == "gil":
         return ". Held by (ran while it waited): " + ", ".join(
             f"{_who(h)} {h.share:.0%}" for h in rows)
@@ -144,10 +144,15 @@ def _gc_text(sec: ContentionSection, kind: str) -> str:
         else ""
 
 
+MIN_TAIL_SHARE = 0.05  # a tail share under this is not worth a sentence
+
+
 def _tails_text(tails: dict[str, float]) -> str:
-    if not tails:
-        return ""
-    shares = " and ".join(f"{v:.0%} of the p99 {m.upper()} tail's" for m, v in tails.items())
+    shown = {m: v for m, v in tails.items() if v >= MIN_TAIL_SHARE}
+    if not shown:
+        return (" It explains under 5% of the p99 tails' extra time: they are something "
+                "else's." if tails else "")
+    shares = " and ".join(f"{v:.0%} of the p99 {m.upper()} tail's" for m, v in shown.items())
     return f" It explains {shares} extra time."
 
 

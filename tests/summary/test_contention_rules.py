@@ -110,14 +110,17 @@ def test_the_fallback_names_candidates_and_cannot_see_a_lock_holder() -> None:
                       lock_holders=[])
     gil, lock = contention([lv(sampled)], PROFILE)
     assert "Held by (ran while it waited): gilhog (other, app.bursts) 90%" in gil.message
-    assert "the holder is not seen without eBPF; the off-CPU stacks (--stacks)" \
+    assert "). The holder is not seen without eBPF: the off-CPU stacks (--stacks)" \
         in lock.message
 
 
 def test_high_kernel_time_says_which_threads_and_syscalls() -> None:
     text, ev = kernel_detail(lv(section(gil=0.0, lock=0.0)))
-    assert "Kernel CPU by thread: MainThread 0.30 s (75%), gilhog 0.10 s (25%)." in text
-    assert "futex in MainThread 40 calls 300 ms" in text
+    assert "Kernel CPU by thread: MainThread (engine+loadgen) 0.30 s (75%), gilhog (other) " \
+        "0.10 s (25%)." in text
+    assert "Minor page faults: MainThread 7, gilhog 7." in text
+    assert "Syscalls (time includes sleeping in them): MainThread: futex 40 calls (300 ms)" \
+        in text
     assert ev["kernel_s_by_thread"] == {"MainThread": 0.3, "gilhog": 0.1}
     text, ev = kernel_detail(lv(None))
     assert "Run with --contention" in text and ev == {}
@@ -125,7 +128,7 @@ def test_high_kernel_time_says_which_threads_and_syscalls() -> None:
                          "system_share": 1 / 3, "wall_s": 2.0}, "counts": {"steps": 10}})
     (f,) = kernel_time([replace(hot, contention=section(gil=0.0, lock=0.0))], PROFILE)
     assert "Kernel CPU by thread: MainThread" in f.message
-    assert f.evidence["syscalls"][0]["syscall"] == "futex"
+    assert f.evidence["syscalls"]["MainThread"][0]["syscall"] == "futex"
 
 
 def test_gil_waits_during_gc_pauses_are_the_collectors() -> None:

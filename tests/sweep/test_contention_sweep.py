@@ -149,7 +149,7 @@ def test_without_ebpf_the_fallback_names_the_lock_and_says_why(cli, tmp_path,
     if wait >= 0.05 and wait / busy >= 0.15:  # the rule's own thresholds (sampled: 10 ms
         lock = findings(doc)["lock_contention"]  # ticks, so a starved sampler sees less)
         assert lock["evidence"]["source"] == "sampled" and lock["evidence"]["holders"] == []
-        assert "the holder is not seen without eBPF" in lock["message"]
+        assert "The holder is not seen without eBPF" in lock["message"]
 
 
 @pytest.mark.parametrize("extra", [["--target", "http://127.0.0.1:9/v1"],
