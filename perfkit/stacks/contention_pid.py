@@ -20,7 +20,7 @@ from perfkit.measure.threads import ENGINE_HTTP, MAIN
 from perfkit.result.contention import ContentionSection
 from perfkit.summary.contention import contention_section
 
-_BOOT = ("threading.py", "<frozen", "<string>")
+_BOOT = ("threading.py", "<frozen")
 
 
 def _entry(frames: list[dict[str, object]]) -> str:

@@ -135,3 +135,20 @@ def test_gil_waits_inside_gc_pauses_are_counted_apart() -> None:
     sec = contention_section(raw(), *STEPS, t0_s=100.0, output_tokens=50,
                              gc=[(100.12, 100.20)])  # covers 10 of the first wait's 30 ms
     assert sec.gil_in_gc_s == pytest.approx(0.010)
+
+
+def test_counters_per_output_token_and_per_step_from_a_fake_pmu() -> None:
+    from perfkit.measure.hwcounters import CounterReadings
+
+    fake = CounterReadings(1.0, process={"instructions": 8e9, "cycles": 4e9,
+                                         "LLC-load-misses": 2e6, "task-clock": 900.0},
+                           engine={"instructions": 6e9, "cycles": 2e9,
+                                   "LLC-load-misses": 1.5e6, "L1-dcache-load-misses": None},
+                           hitm_event="mem_load_l3_hit_retired.xsnp_hitm")
+    sec = contention_section(raw(counters=fake), *STEPS, t0_s=100.0, output_tokens=500)
+    c = sec.counters
+    assert c is not None and c.ipc == 3.0  # the engine thread's instructions / cycles
+    assert c.per_token["instructions"] == 8e9 / 500 and c.per_token["LLC-load-misses"] == 4e3
+    assert c.per_step["LLC-load-misses"] == 1.5e6 / 3
+    assert c.per_step["L1-dcache-load-misses"] is None  # not supported: None, never 0
+    assert c.hitm_event == "mem_load_l3_hit_retired.xsnp_hitm"
