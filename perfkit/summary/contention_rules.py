@@ -158,12 +158,12 @@ def _tails_text(tails: dict[str, float]) -> str:
 
 def _finding(lv: LevelResult, sec: ContentionSection, kind: str, wait: float, busy: float,
              share: float) -> Finding:
-    fid, what, _ = KIND[kind]
+    _, what, _ = KIND[kind]
     engine = sec.thread(sec.engine_tid)
     name = engine.name if engine else f"tid {sec.engine_tid}"
     tails = _tails(lv, kind)
-    return Finding(
-        fid, "warning",
+    parts = (
+        "warning",
         f"The engine thread ({name}) waited for {what} {share:.0%} of its busy time at "
         f"{lv.point.label}: {wait:.2f} s of {busy:.2f} s on a CPU or waiting"
         f"{_gc_text(sec, kind)} ({wait / sec.window_s:.0%} of the {sec.window_s:.2f} s "
@@ -179,6 +179,8 @@ def _finding(lv: LevelResult, sec: ContentionSection, kind: str, wait: float, bu
                       "seconds": h.seconds, "share": h.share} for h in _holders(sec, kind)],
          "tail_explained_share": tails},
         _fix(sec, kind))
+    return Finding("gil_contention", *parts) if kind == "gil" else \
+        Finding("lock_contention", *parts)
 
 
 def contention(levels: list[LevelResult], profile: Profile) -> list[Finding]:
