@@ -21,6 +21,7 @@ from perfkit.cli.common import console, err_console, user_errors
 from perfkit.errors import PerfkitError
 
 if TYPE_CHECKING:
+    from perfkit.measure.contention import ContentionProbe
     from perfkit.stacks.record import StackRecording
 
 DEFAULT_DURATION_S = 10.0
@@ -90,6 +91,8 @@ def python_program(command: list[str]) -> bool:
     """A Python interpreter, or a script whose #! line runs one."""
     from perfkit.stacks.external import is_python
 
+    if "\0" in command[0]:  # no file has such a name (the OS refuses it)
+        return False
     if is_python(command):
         return True
     exe = shutil.which(command[0])
@@ -108,6 +111,25 @@ def report(recording: StackRecording, top: int) -> None:
         err_console.print(f"[yellow]warning:[/] {recording.warning}", highlight=False,
                           soft_wrap=True)
     console.print(summary_renderable(recording, top))
+
+
+def _start_contention(pid: int) -> ContentionProbe:
+    from perfkit.stacks.contention_pid import start_probe
+
+    err_console.print(f"tracing pid {pid}'s GIL and lock waits (attaching) ...")
+    return start_probe(pid)
+
+
+def _report_contention(probe: ContentionProbe, path: Path, top: int) -> None:
+    from perfkit.files import atomic_write_text, dumps
+    from perfkit.report.contention_threads import contention_renderable
+    from perfkit.result.codec import to_json
+    from perfkit.stacks.contention_pid import finish_probe
+
+    sec = finish_probe(probe)
+    atomic_write_text(path, dumps(to_json(sec)))
+    console.print(contention_renderable(sec, top))
+    console.print(f"contention: {path}")
 
 
 @user_errors
@@ -138,6 +160,10 @@ def stacks(
     top: Annotated[int, typer.Option("--top", help="Rows in each summary table.")] = 8,
     force: Annotated[bool, typer.Option("--force", help="Overwrite files of the same name.")
                      ] = False,
+    contention: Annotated[bool, typer.Option(
+        "--contention", help="With --pid: also trace its threads' GIL and lock waits (eBPF "
+        "as root with bpftrace, else sampled thread states): NAME.contention.json.")
+    ] = False,
 ) -> None:
     """Record flame-graph-ready stacks of a Python process: folded, speedscope, SVG."""
     # imported here: psutil and the samplers load only when a recording runs
@@ -145,12 +171,24 @@ def stacks(
 
     argv = list(command or [])
     check_inputs(pid, argv, duration, rate, sampler)
+    if contention and pid is None:
+        raise PerfkitError("--contention traces a running process: give --pid PID (for "
+                           "perfkit's own engine: perfkit sweep --contention)")
     base = name or default_name(pid, argv)
     check_outputs(out, base, force)
+    if contention:
+        from perfkit.files import check_output
+
+        check_output(out / f"{base}.contention.json", force, "--name")
     if pid is not None:
         secs = DEFAULT_DURATION_S if duration is None else duration
+        probe = _start_contention(pid) if contention else None
         err_console.print(f"recording pid {pid} for {secs:g} s at {rate:g} Hz ...")
-        report(record_pid(pid, secs, out, base, rate, native), top)
+        try:
+            report(record_pid(pid, secs, out, base, rate, native), top)
+        finally:
+            if probe is not None:  # bpftrace stops with the recording, whatever happened
+                _report_contention(probe, out / f"{base}.contention.json", top)
         return
     recording, code = record_command(argv, out, base, rate, native, sampler, duration)
     report(recording, top)

@@ -134,6 +134,10 @@ def sweep(
         help="With --stacks: add C/C++ frames (py-spy --native).")] = False,
     report: Annotated[bool, typer.Option(
         "--report", help="Also write an HTML report next to the JSON.")] = False,
+    contention: Annotated[bool, typer.Option(
+        "--contention", help="Trace GIL and lock waits per thread beside each level (eBPF "
+        "as root with bpftrace; else sampled thread states) and read CPU counters (perf "
+        "stat); names gil_contention / lock_contention.")] = False,
     target: Annotated[str | None, typer.Option(
         help="Sweep a running OpenAI-compatible server instead, e.g. "
         "http://127.0.0.1:8000/v1 (streaming /completions).")] = None,
@@ -231,6 +235,7 @@ def sweep(
     _check_lockstep(lockstep, target, search, stacks, prof)
     traces = TraceOptions(server_traces, otlp_export, server_traces_wait)
     check_traces(traces, target is not None)
+    _check_contention(contention, target, search, lockstep)
     stop = StopFlag()
     stop.install()
     from perfkit.cli.sweep_progress import ProgressEvents
@@ -248,7 +253,8 @@ def sweep(
         else:
             result = run_sweep(prof, path, samplers=samplers, stacks=stack_opts,
                                target=remote, events=events, stop=stop.__bool__,
-                               lockstep=lockstep, traces=traces)
+                               lockstep=lockstep, traces=traces,
+                               contention=contention)
     _export(result, fmt, out)
     if report and path is not None and result.levels:
         from perfkit.report.html import write_report
@@ -275,6 +281,19 @@ def _check_lockstep(path: Path | None, target: str | None, search: bool, stacks:
     if prof.sweep.rates and target is None:
         raise PerfkitError("--lockstep pairs closed-loop levels only: drop --rate (or "
                            "sweep.rates), or sweep the rates without --lockstep")
+
+
+def _check_contention(on: bool, target: str | None, search: bool,
+                      lockstep: Path | None) -> None:
+    """--contention traces perfkit's own engine, on perf_counter's clock."""
+    if not on:
+        return
+    if target is not None:
+        raise PerfkitError("--contention traces the in-process engine; for a server, run "
+                           "`perfkit stacks --pid SERVER_PID --contention` on its machine")
+    if search or lockstep is not None:
+        flag = "--search" if search else "--lockstep"
+        raise PerfkitError(f"--contention cannot be combined with {flag} (drop one of them)")
 
 
 def _export(result: SweepResult, fmt: str, out: Path | None) -> None:

@@ -18,6 +18,8 @@ from rich.text import Text
 from perfkit.report.cells import NA, aggregate, count, level_name, lv_short, ms, num, pct
 from perfkit.report.client_tail_cols import CLIENT_TAIL
 from perfkit.report.client_tail_cols import TITLE as CLIENT_TAIL_TITLE
+from perfkit.report.contention_cols import CONTENTION, notes
+from perfkit.report.contention_cols import TITLE as CONTENTION_TITLE
 from perfkit.report.server_tail_cols import SERVER_TAIL, unavailable_reason
 from perfkit.report.server_tail_cols import TITLE as SERVER_TAIL_TITLE
 from perfkit.result import GuardSection, LevelResult, SweepResult
@@ -192,6 +194,8 @@ def tables_of(result: SweepResult) -> list[tuple[str, Columns]]:
     if any(lv.server_traces is not None and lv.server_traces.available
            for lv in result.levels):
         tables.append((SERVER_TAIL_TITLE, SERVER_TAIL))
+    if any(lv.contention is not None for lv in result.levels):
+        tables.append((CONTENTION_TITLE, CONTENTION))
     return tables
 
 
@@ -226,6 +230,7 @@ def _table(result: SweepResult, title: str, columns: Columns) -> Table:
 def rich_summary(result: SweepResult) -> RenderableType:
     parts: list[RenderableType] = [Text(f"perfkit sweep: {result.profile.name}", style="bold")]
     parts += [_table(result, title, cols) for title, cols in tables_of(result)]
+    parts += [Text(line, style="dim") for line in notes(result)]
     if result.knee is not None:
         parts.append(Text(f"Knee: {result.knee.sentence}"))
     if result.search is not None:
@@ -247,6 +252,7 @@ def markdown(result: SweepResult) -> str:
         out += ["", f"### {title}", "", "| " + " | ".join(headers) + " |",
                 "|" + "---|" * len(headers)]
         out += ["| " + " | ".join(r) + " |" for r in body]
+    out += [f"\n_{line}_" for line in notes(result)]
     if result.knee is not None:
         out += ["", f"**Knee:** {result.knee.sentence}"]
     if result.search is not None:

@@ -29,7 +29,8 @@ from perfkit.result.tail import CAUSES, TailGroup, TailSection
 CAUSE_NAMES = {"queue": "queue wait", "own_prefill": "own prefill (steps)",
                "prefill_interference": "interference (steps with others' prefill)",
                "preemption": "preemptions", "gc": "GC pauses", "run_queue": "run-queue wait",
-               "page_faults": "page faults"}
+               "page_faults": "page faults", "gil": "GIL waits (engine thread)",
+               "lock": "lock waits (engine thread)"}
 COLUMNS = (("ttft", "tail"), ("ttft", "median"), ("tpot", "tail"), ("tpot", "median"))
 # --server-traces: the window split by the server's spans (TPOT: per output token)
 SERVER_LINES: list[tuple[str, Callable[[ServerSplit], str]]] = [
@@ -69,6 +70,8 @@ def _cause_cell(g: TailGroup | None, cause: str) -> str:
     if g is None:
         return "n/a"
     c = g.cause(cause)
+    if c.count is None:
+        return "n/a"
     return f"{c.count:.1f}" + ("" if c.seconds is None else f" / {ms(c.seconds)} ms")
 
 
@@ -83,6 +86,8 @@ def breakdown_table(sec: TailSection) -> str:
             "first token, the TPOT window first token to finish; causes overlap.")
     if sec.counters_reason:
         note += f" Run-queue wait and page faults: {sec.counters_reason}."
+    if sec.waits_reason:
+        note += f" GIL and lock waits: {sec.waits_reason}."
     return _table(head, rows) + f'<p class="note">{_esc(note)}</p>'
 
 

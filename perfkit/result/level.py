@@ -17,6 +17,7 @@ JSON layout of a level (perfkit.sweep/2):
   server_traces  remote only: the join with the server's own spans (--server-traces)
   otlp_export    --otlp-export: perfkit's own spans sent to a collector
   stacks      with --stacks: where the folded stacks went
+  contention  with --contention: GIL and lock waits per thread, holders, CPU counters
   requests    raw per-request samples
 """
 
@@ -30,6 +31,7 @@ from perfkit.measure.nvml import NvmlStats
 from perfkit.measure.proc import ProcStats
 from perfkit.measure.system import SystemStats
 from perfkit.result.client_tail import ClientTailSection
+from perfkit.result.contention import ContentionSection
 from perfkit.result.dist import Distribution
 from perfkit.result.point import LoadPoint
 from perfkit.result.remote import (
@@ -213,6 +215,8 @@ class LevelResult:
     stacks: StacksInfo | None = None  # with --stacks
     tail: TailSection | None = None  # in-process: where the p99 requests' time went
     client_tail: ClientTailSection | None = None  # remote: p99 requests' first token, stalls
+    # with --contention: GIL and lock waits per thread, their holders, counters
+    contention: ContentionSection | None = None
     server_profile: ServerProfile | None = None  # remote, --server-profile levels only
     # remote: the join with the server's own request spans (--server-traces), or why not
     server_traces: ServerTraces | None = None

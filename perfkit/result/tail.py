@@ -12,13 +12,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 CAUSES = ("queue", "own_prefill", "prefill_interference", "preemption", "gc",
-          "run_queue", "page_faults")
+          "run_queue", "page_faults", "gil", "lock")
 
 
 @dataclass(frozen=True)
 class TailCause:
     cause: str  # one of CAUSES
-    count: float  # mean per request: steps, pauses, preemptions or faults (see cause)
+    # mean per request: steps, pauses, preemptions, faults or waits (see cause); None:
+    # not measured (GIL and lock waits without --contention; a result written before)
+    count: float | None
     seconds: float | None  # mean per request; None where a cause has no time (faults)
 
 
@@ -43,7 +45,8 @@ class TailGroup:
     prompt_tokens: float = 0.0
 
     def cause(self, name: str) -> TailCause:
-        return next(c for c in self.causes if c.cause == name)
+        """The cause by name; not measured (None, None) where the result has none."""
+        return next((c for c in self.causes if c.cause == name), TailCause(name, None, None))
 
 
 @dataclass(frozen=True)
@@ -63,6 +66,9 @@ class TailSection:
     steps: StepTail | None  # None: no step ran
     groups: list[TailGroup] = field(default_factory=list)
     counters_reason: str = ""  # run queue and faults unavailable: why; "" when measured
+    # GIL and lock waits (the engine thread's, from --contention) unavailable: why; ""
+    # when measured. The GIL cause leaves out GC pauses (the collector holds the GIL).
+    waits_reason: str = ""
     # The step timeline on the level's clock, for cutting the tail stacks; not in JSON.
     step_start_s: list[float] = field(default_factory=list, metadata={"json": False})
     step_end_s: list[float] = field(default_factory=list, metadata={"json": False})

@@ -20,6 +20,7 @@ from typing import Any, Protocol
 
 from perfkit.config.profile import profile_dict, profile_sha256
 from perfkit.config.schema import Profile
+from perfkit.errors import PerfkitError
 from perfkit.measure.envinfo import collect
 from perfkit.records import RequestRecord
 from perfkit.remote.options import TargetOptions
@@ -193,16 +194,20 @@ def _levels(run_one: LevelRunner, plan: SweepPlan, writer: ResultWriter,
 def run_sweep(prof: Profile, path: Path | None = None, *, samplers: bool = True,
               stacks: StackOptions | None = None, target: TargetOptions | None = None,
               events: SweepEvents | None = None, stop: Callable[[], bool] = _never,
-              lockstep: Path | None = None, traces: TraceOptions | None = None
-              ) -> SweepResult:
+              lockstep: Path | None = None, traces: TraceOptions | None = None,
+              contention: bool = False) -> SweepResult:
     """Run every level of `prof` (its [sweep] and [workload]); the result file at `path`
     is rewritten after every level. KeyboardInterrupt ends the sweep after writing what
     was measured (complete=False). With `lockstep` (a socket path) the levels run in
     turns with a peer sweep, which this waits for once the engine is built. `traces`:
-    --server-traces and --otlp-export (traces/session.py)."""
+    --server-traces and --otlp-export (traces/session.py). With `contention`
+    (in-process) GIL and lock waits are traced beside every level."""
     from perfkit.sweep.lockstep import in_lockstep
 
-    plan = plan_from_profile(prof, samplers)
+    if contention and (lockstep is not None or target is not None):
+        raise PerfkitError("contention tracing runs on the in-process engine alone (its "
+                           "tracer's clock is perf_counter's; lockstep pauses perfkit's)")
+    plan = plan_from_profile(prof, samplers, contention)
     with level_runner(prof, plan, target, traces) as (run_one, header):
         writer = ResultWriter(path, header)
         with in_lockstep(lockstep, plan) as side:

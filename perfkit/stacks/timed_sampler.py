@@ -30,15 +30,11 @@ from collections import Counter
 from types import FrameType
 from typing import Any
 
+from perfkit.measure.threads import own_thread
 from perfkit.stacks.offcpu import CpuStates
 from perfkit.stacks.thread_sampler import ThreadSampler
 
 GC_FRAME = "gc.collect[gen{gen}] (<gc>:0)"  # synthetic leaf: the collector at work
-
-
-def own_thread(thread: threading.Thread) -> bool:
-    """perfkit's measuring threads, and the progress bar's refresh thread (rich)."""
-    return thread.name.startswith("perfkit-") or type(thread).__module__.startswith("rich.")
 
 
 class TimedSampler(ThreadSampler):

@@ -28,7 +28,9 @@ from perfkit.summary.config_rules import (
     kv_pressure,
     token_budget,
 )
+from perfkit.summary.contention_rules import contention as thread_contention
 from perfkit.summary.evidence import Contention, contended, contention, enough_for_timing
+from perfkit.summary.kernel_detail import kernel_detail
 from perfkit.summary.prefix_rules import prefix_caching
 from perfkit.summary.remote_findings import burst_delivery, unplanned_prefix_hits
 from perfkit.summary.server_findings import server_tail_cause, server_traces_unjoined
@@ -61,12 +63,13 @@ def kernel_time(levels: list[Level], profile: Profile) -> list[Finding]:
         if cpu.available and busy >= MIN_CPU_S and (
             cpu.system_share > SYSTEM_SHARE_MAX or faults > FAULTS_PER_STEP_MAX
         ):
+            detail, where = kernel_detail(lv)
             return [Finding(
                 "high_kernel_time", "warning",
                 f"High kernel time at {lv.point.label}: {cpu.system_share:.0%} of CPU time in "
-                f"the kernel, {faults:.0f} minor page faults per step.",
+                f"the kernel, {faults:.0f} minor page faults per step." + detail,
                 {"level": lv.point.label, "system_share": cpu.system_share,
-                 "minor_faults_per_step": faults},
+                 "minor_faults_per_step": faults} | where,
                 "Look for per-step allocations of large buffers (preallocate, reuse); "
                 "record stacks with --native to see the kernel entry points.",
             )]
@@ -149,7 +152,7 @@ def machine_contended(levels: list[Level], withheld: dict[str, list[str]]) -> li
 
 RULES: list[Rule] = [
     kv_pressure, batch_cap, token_budget, prefix_caching, internal_fragmentation,
-    guard_off, nvml_near_limit, tail_cause,
+    guard_off, nvml_near_limit, tail_cause, thread_contention,
 ]
 # Judged only on uncontended levels with enough data.
 TIMING_RULES: list[Rule] = [

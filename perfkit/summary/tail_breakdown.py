@@ -11,17 +11,21 @@ prefill steps (shared with another request's prefill chunk: interference); in th
 window every step that carries a prefill chunk is another request's prefill (or its own
 recompute after a preemption). GC pauses, run-queue wait and page faults are the rise of
 the process-wide timelines over the window (the GIL makes any thread's pause everyone's).
+GIL and lock waits are the engine thread's (with --contention: result/contention.py)
+inside the window; GIL waits leave out the GC pauses they overlap (a collecting thread
+holds the GIL: that time is the GC cause's), so the two never count the same time.
 """
 
 from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cached_property
 from typing import Protocol
 
 from perfkit.records import RequestRecord
+from perfkit.result.contention import ContentionSection
 from perfkit.result.tail import (
     CAUSES,
     TAIL_Q,
@@ -32,6 +36,7 @@ from perfkit.result.tail import (
     quantile,
     step_groups,
 )
+from perfkit.summary.contention_time import Waits
 
 
 class ProbeTimelines(Protocol):
@@ -79,6 +84,8 @@ class Timelines:
     tick_s: list[float]
     run_delay_s: list[float]
     faults: list[int]
+    gil: Waits | None = None  # the engine thread's GIL waits, GC pauses taken out
+    lock: Waits | None = None  # its lock waits
 
     def gc_in(self, lo: float, hi: float) -> tuple[int, float]:
         first = bisect_left(self.gc_end_s, lo)
@@ -106,9 +113,9 @@ def _window(rec: RequestRecord, metric: str) -> tuple[float, float] | None:
 
 
 def _causes(rec: RequestRecord, metric: str, steps: Steps, lines: Timelines
-            ) -> dict[str, tuple[float, float | None]]:
+            ) -> dict[str, tuple[float | None, float | None]]:
     lo, hi = _window(rec, metric) or (0.0, 0.0)
-    out: dict[str, tuple[float, float | None]] = {c: (0.0, 0.0) for c in CAUSES}
+    out: dict[str, tuple[float | None, float | None]] = {c: (0.0, 0.0) for c in CAUSES}
     start = rec.scheduled_s if rec.scheduled_s is not None else lo
     if metric == "ttft":
         out["queue"] = (1.0 if start > lo else 0.0, start - lo)
@@ -123,6 +130,9 @@ def _causes(rec: RequestRecord, metric: str, steps: Steps, lines: Timelines
     delay, faults = lines.rise(lines.run_delay_s, lo, hi), lines.rise(lines.faults, lo, hi)
     out["run_queue"] = (0.0, delay)
     out["page_faults"] = (faults or 0.0, None)
+    for name, waits in (("gil", lines.gil), ("lock", lines.lock)):
+        out[name] = (None, None) if waits is None else \
+            (float(waits.count_in(lo, hi)), waits.inside(lo, hi))
     return out
 
 
@@ -130,6 +140,7 @@ def _group(recs: list[RequestRecord], metric: str, which: str, threshold: float,
            steps: Steps, lines: Timelines, start_end_s: float) -> TailGroup:
     sums = {c: [0.0, 0.0] for c in CAUSES}
     timed = {c: False for c in CAUSES}
+    counted = {c: False for c in CAUSES}
     window, in_window, prompt = 0.0, 0, 0
     for rec in recs:
         prompt += rec.prompt_tokens - rec.cached_tokens
@@ -139,13 +150,15 @@ def _group(recs: list[RequestRecord], metric: str, which: str, threshold: float,
         first = rec.scheduled_s if metric == "ttft" and rec.scheduled_s is not None else lo
         in_window += len(steps.inside(first, hi))
         for cause, (count, secs) in _causes(rec, metric, steps, lines).items():
-            sums[cause][0] += count
+            if count is not None:
+                sums[cause][0] += count
+                counted[cause] = True
             if secs is not None:
                 sums[cause][1] += secs * scale
                 timed[cause] = True
     n = max(len(recs), 1)
-    causes = [TailCause(c, sums[c][0] / n, sums[c][1] / n if timed[c] else None)
-              for c in CAUSES]
+    causes = [TailCause(c, sums[c][0] / n if counted[c] or not recs else None,
+                        sums[c][1] / n if timed[c] else None) for c in CAUSES]
     at_start = sum(1 for r in recs if r.arrival_s < start_end_s)
     return TailGroup(metric, which, threshold, len(recs), window / n, causes,
                      steps=in_window / n, at_start=at_start, prompt_tokens=prompt / n)
@@ -209,15 +222,32 @@ def _step_tail(steps: Steps, lines: Timelines) -> StepTail | None:
                     share(median, prefill), share(tail, gc), share(median, gc))
 
 
+NO_CONTENTION = "not measured (run the sweep with --contention)"
+
+
+def _waits(lines: Timelines, sec: ContentionSection | None) -> tuple[Timelines, str]:
+    """The engine's GIL waits less the GC pauses, its lock waits; or why not measured."""
+    if sec is None:
+        return lines, NO_CONTENTION
+    gc = Waits(list(zip(lines.gc_start_s, lines.gc_end_s)))
+    gil = None if "gil_wait" in sec.unavailable else Waits(sec.gil_s).minus(gc)
+    lock = None if "lock_wait" in sec.unavailable else Waits(sec.lock_s)
+    why = "; ".join(f"{k.replace('_', ' ')}: {v}" for k, v in sec.unavailable.items()
+                    if k in ("gil_wait", "lock_wait"))
+    return replace(lines, gil=gil, lock=lock), why
+
+
 def tail_section(records: list[RequestRecord], step_start_s: list[float],
                  step_end_s: list[float], step_prefill_seqs: list[int], probe: ProbeTimelines,
-                 t0_s: float) -> TailSection:
-    """Engine step lists and probe timelines are on perf_counter; records on t0's clock."""
+                 t0_s: float, contention: ContentionSection | None = None) -> TailSection:
+    """Engine step lists and probe timelines are on perf_counter; records on t0's clock
+    (so are `contention`'s wait intervals)."""
     steps = Steps([s - t0_s for s in step_start_s], [e - t0_s for e in step_end_s],
                   list(step_prefill_seqs))
     lines = Timelines([s - t0_s for s in probe.gc_start_s], [e - t0_s for e in probe.gc_end_s],
                       [t - t0_s for t in probe.tick_s], probe.run_delay_s, probe.faults)
+    lines, waits_reason = _waits(lines, contention)
     return TailSection(steps=_step_tail(steps, lines),
                        groups=request_groups(records, steps, lines),
-                       counters_reason=probe.counters_reason,
+                       counters_reason=probe.counters_reason, waits_reason=waits_reason,
                        step_start_s=list(step_start_s), step_end_s=list(step_end_s), t0_s=t0_s)

@@ -37,8 +37,10 @@ MIN_REQUESTS = 50  # measured requests in the level: fewer and "p99" is one or t
 MIN_EXTRA_S = 0.0005  # TTFT: below this the tail is not slower than the median in any sense
 MIN_EXTRA_SHARE = 0.05  # TPOT (per output token): the tail at least 5% slower a token
 TAIL_WARN_RATIO = 2.0  # tail window / median window for a cause to be a warning
-TIMED = ("queue", "own_prefill", "prefill_interference", "gc", "run_queue")
-ROOTS = ("gc", "run_queue", "prefill_interference")  # overlap the phases
+TIMED = ("queue", "own_prefill", "prefill_interference", "gc", "run_queue", "gil", "lock")
+# overlap the phases; gc, run queue, gil and lock never count the same time (the engine
+# thread runs, waits for a core, for the GIL outside GC pauses, or for a lock)
+ROOTS = ("gc", "run_queue", "prefill_interference", "gil", "lock")
 PHASES = ("queue", "own_prefill")
 
 FIXES = {
@@ -57,6 +59,12 @@ FIXES = {
           "gc.freeze() long-lived objects, or raise gc.set_threshold.",
     "run_queue": "The engine thread waited for a CPU: the machine is oversubscribed; stop "
                  "other load or pin perfkit to its own cores.",
+    "gil": "The engine thread waited for the GIL while other threads of its process held "
+           "it (gil_contention names them): move that work out of the engine's process "
+           "(a subprocess or another service), or make it release the GIL more often.",
+    "lock": "The engine thread waited on a lock another thread held (lock_contention names "
+            "the holder): shorten the holder's critical section (no I/O or sleep while "
+            "holding it), or take the lock out of the engine's step.",
 }
 
 
@@ -99,7 +107,7 @@ def _pervasive(tail: TailGroup, name: str) -> bool:
     """Interference in more than PERVASIVE of the tail's steps (a count: each step either
     carries another request's prefill chunk or not)."""
     return name == "prefill_interference" and tail.steps > 0 \
-        and tail.cause(name).count > PERVASIVE * tail.steps
+        and (tail.cause(name).count or 0.0) > PERVASIVE * tail.steps
 
 
 def prompt_share(tail: TailGroup, median: TailGroup) -> float | None:
@@ -136,6 +144,7 @@ def _evidence(lv: LevelResult, tail: TailGroup, median: TailGroup, tail_section:
         "tail_at_start": tail.at_start, "median_at_start": median.at_start,
         "tail_prompt_tokens": tail.prompt_tokens, "median_prompt_tokens": median.prompt_tokens,
         "explained_share": {k: round(v, 3) for k, v in explained(tail, median).items()},
+        "not_measured_share": _round(not_measured(tail, median)),
         "tail": {c.cause: {"count": c.count, "seconds": c.seconds} for c in tail.causes},
         "median": {c.cause: {"count": c.count, "seconds": c.seconds} for c in median.causes},
     }
@@ -148,16 +157,22 @@ def _evidence(lv: LevelResult, tail: TailGroup, median: TailGroup, tail_section:
     return ev
 
 
+def _round(v: float | None) -> float | None:
+    return None if v is None else round(v, 3)
+
+
 def _message(metric: str, cause: str, lv: LevelResult, tail: TailGroup, median: TailGroup
              ) -> str:
     c = tail.cause(cause)
     share = explained(tail, median)[cause]
-    what = {"prefill_interference": f"{c.count:.1f} steps shared with other requests' "
+    n = c.count or 0.0
+    what = {"prefill_interference": f"{n:.1f} steps shared with other requests' "
                                     "prefill chunks",
-            "gc": f"{c.count:.1f} GC pauses", "queue": "queue wait",
-            "own_prefill": "their own prefill", "run_queue": "waiting for a CPU"}[cause]
+            "gc": f"{n:.1f} GC pauses", "queue": "queue wait",
+            "own_prefill": "their own prefill", "run_queue": "waiting for a CPU",
+            "gil": f"{n:.1f} waits for the GIL", "lock": f"{n:.1f} waits for a lock"}[cause]
     per = " per output token" if metric == "tpot" else ""  # TPOT groups: per decode interval
-    where = (f" ({c.count / tail.steps:.0%} of their {'decode' if metric == 'tpot' else 'own'}"
+    where = (f" ({n / tail.steps:.0%} of their {'decode' if metric == 'tpot' else 'own'}"
              " steps carry other requests' prefill chunks)"
              if cause == "prefill_interference" and tail.steps > 0 else "")
     return (f"p99 {metric.upper()} at {lv.point.label} is mostly {cause.replace('_', ' ')}: "
@@ -186,7 +201,7 @@ def _why_mixed(tail: TailGroup, median: TailGroup) -> str:
         return _why_stretched(tail, median, shares)
     if shares[name] < DOMINANT_SHARE:
         return ""
-    steps = (f" and is in {c.count / tail.steps:.0%} of their steps"
+    steps = (f" and is in {(c.count or 0.0) / tail.steps:.0%} of their steps"
              if name == "prefill_interference" and tail.steps > 0 else "")
     return (f" The largest, {label}, fills {(c.seconds or 0) / tail.window_s:.0%} of the tail "
             f"requests' window{steps}: a share of a few slow steps, not what the tail mostly "
@@ -197,13 +212,28 @@ def _why_stretched(tail: TailGroup, median: TailGroup, shares: dict[str, float])
     t, m = tail.cause("own_prefill").seconds or 0.0, median.cause("own_prefill").seconds or 0.0
     per_token = (t / tail.prompt_tokens) / (m / median.prompt_tokens)
     roots = ", ".join(f"{c.replace('_', ' ')} {shares[c]:.0%}" for c in ROOTS if c in shares)
+    rest = not_measured(tail, median)
+    what = ("a slower core, a wait no probe saw" if "gil" in shares and "lock" in shares
+            else "another thread holding the GIL or a lock: run with --contention; "
+            "a slower core")
     return (f" The largest, own prefill, is not the prompts: the tail requests' own prefill "
             f"took {t * 1e3:.2f} ms for {tail.prompt_tokens:.0f} prompt tokens against "
             f"{m * 1e3:.2f} ms for {median.prompt_tokens:.0f} ({per_token:.1f}x per token), "
             f"so their longer prompts account for {prompt_share(tail, median) or 0.0:.0%} of "
             f"its extra time: its steps were stretched. Measured causes that stretch steps "
-            f"explain {roots or 'none'} of the tail's extra time; the rest was not measured "
-            "(another thread holding the GIL, a slower core).")
+            f"explain {roots or 'none'} of the tail's extra time; the rest"
+            + ("" if rest is None else f" ({rest:.0%})")
+            + f" was not measured ({what}).")
+
+
+def not_measured(tail: TailGroup, median: TailGroup) -> float | None:
+    """The share of the tail's extra time no measured root cause explains: 1 less the
+    root causes' shares (each clipped to 0..1; they never count the same time, except
+    prefill interference, a per-step cost), at least 0. None: no extra time."""
+    shares = explained(tail, median)
+    if not shares:
+        return None
+    return max(0.0, 1.0 - sum(min(1.0, max(0.0, shares[c])) for c in ROOTS if c in shares))
 
 
 def _mixed(lv: LevelResult, tail: TailGroup, median: TailGroup, sec: TailSection) -> Finding:

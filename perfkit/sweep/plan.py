@@ -18,6 +18,7 @@ class SweepPlan:
     min_requests_per_client: int = 0  # closed loop: >= this x concurrency measured
     min_level_s: float = 0.0  # closed loop: keep submitting until the phase lasts this long
     ramp: tuple[str, float] = ("none", 0.0)  # closed loop: clients start over ramp_s seconds
+    contention: bool = False  # trace GIL and lock waits beside each level (--contention)
 
     def requests_at(self, level: LoadPoint) -> int:
         """Measured requests the level submits at least (deterministic)."""
@@ -36,7 +37,8 @@ class SweepPlan:
         return [(level, r) for r in range(self.repeats) for level in self.levels]
 
 
-def plan_from_profile(profile: Profile, samplers: bool = True) -> SweepPlan:
+def plan_from_profile(profile: Profile, samplers: bool = True, contention: bool = False
+                      ) -> SweepPlan:
     """The profile's [sweep] and [workload] (command-line values are profile overrides)."""
     sw = profile.sweep
     levels = [LoadPoint(concurrency=c) for c in sw.concurrency]
@@ -45,4 +47,5 @@ def plan_from_profile(profile: Profile, samplers: bool = True) -> SweepPlan:
                      num_warmup=sw.warmup, repeats=sw.repeats, samplers=samplers,
                      min_requests_per_client=sw.min_requests_per_client,
                      min_level_s=sw.min_level_s,
-                     ramp=(profile.workload.arrival.ramp, profile.workload.arrival.ramp_s))
+                     ramp=(profile.workload.arrival.ramp, profile.workload.arrival.ramp_s),
+                     contention=contention)

@@ -11,10 +11,12 @@ from perfkit import clock
 from perfkit.config.schema import Profile
 from perfkit.engine.async_engine import AsyncEngine
 from perfkit.engine.engine import Engine
+from perfkit.measure.contention import ContentionProbe
 from perfkit.measure.samplers import LevelSamplers
 from perfkit.records import RequestRecord
 from perfkit.result.level import LevelResult, LoadPoint
 from perfkit.stacks.probe import TailProbe
+from perfkit.summary.contention import contention_section
 from perfkit.summary.tail_breakdown import tail_section
 from perfkit.sweep.level import LevelRun, level_result
 from perfkit.sweep.load import EngineServe, OnRecord, OnWarm, drive
@@ -59,6 +61,11 @@ def run_level(engine: Engine, profile: Profile, plan: SweepPlan, level: LoadPoin
     clock.level_starts()  # in lockstep: this level runs beside the peer's same level
     engine.reset()
     specs = level_specs(profile, plan, level)
+    # GIL and lock waits (bpftrace or the fallback sampler), counters: started before the
+    # level's clock, as attaching takes a second or two; this thread steps the engine
+    contention = ContentionProbe() if plan.contention else None
+    if contention is not None:
+        contention.start()
     samplers = LevelSamplers(profile.sweep.nvml_hz, enabled=plan.samplers)
     samplers.start()
     probe = TailProbe()  # GC pauses, run-queue wait, faults with times: the tail breakdown
@@ -70,13 +77,21 @@ def run_level(engine: Engine, profile: Profile, plan: SweepPlan, level: LoadPoin
         samplers.start()
         probe.stop()
         probe.start()
+        if contention is not None:
+            contention.mark()
 
     t0 = clock.now()
     records = asyncio.run(_drive(engine, specs, level, plan, t0, on_record, on_warm))
     measurements = samplers.stop()
     stats = engine.stats
-    tail = tail_section(records, stats.step_start_s, stats.step_end_s, stats.step_prefill_seqs,
-                        probe.stop(), t0)
+    probed = probe.stop()
+    raw = contention.stop() if contention is not None else None
     run = LevelRun(level, repeat, records, stats, engine.pool.counters,
                    engine.pool.num_blocks, engine.block_size, measurements)
-    return replace(level_result(run, profile.slo, profile.sweep.percentiles), tail=tail)
+    result = level_result(run, profile.slo, profile.sweep.percentiles)
+    waits = None if raw is None else contention_section(
+        raw, stats.step_start_s, stats.step_end_s, t0, result.counts.output_tokens,
+        list(zip(probed.gc_start_s, probed.gc_end_s)))
+    tail = tail_section(records, stats.step_start_s, stats.step_end_s, stats.step_prefill_seqs,
+                        probed, t0, waits)
+    return replace(result, tail=tail, contention=waits)

@@ -11,8 +11,10 @@ MS = 1e-3
 
 def _group(metric: str, which: str, window_ms: float, steps: float = 0.0, at_start: int = 0,
            n: int = 3, prompt: float = 0.0, **causes: tuple[float, float]) -> TailGroup:
-    """causes: name -> (count, ms), each a mean per request; the rest zero."""
-    made = [TailCause(c, causes.get(c, (0.0, 0.0))[0], causes.get(c, (0.0, 0.0))[1] * MS)
+    """causes: name -> (count, ms), each a mean per request; the rest zero, except GIL and
+    lock waits: not measured unless given (a sweep without --contention)."""
+    made = [TailCause(c, None, None) if c in ("gil", "lock") and c not in causes else
+            TailCause(c, causes.get(c, (0.0, 0.0))[0], causes.get(c, (0.0, 0.0))[1] * MS)
             for c in CAUSES]
     return TailGroup(metric, which, window_ms * MS, n, window_ms * MS, made, steps=steps,
                      at_start=at_start, prompt_tokens=prompt)
@@ -142,8 +144,34 @@ def test_a_stretched_own_prefill_is_not_the_cause() -> None:
     assert "took 46.50 ms for 101 prompt tokens against 7.30 ms for 88 (5.5x per token)" \
         in f.message
     assert "account for 3% of its extra time: its steps were stretched" in f.message
-    assert "gc 47%" in f.message and "the rest was not measured" in f.message
+    assert "gc 47%" in f.message and "the rest (47%) was not measured (another thread " \
+        "holding the GIL or a lock: run with --contention" in f.message
     assert f.evidence["tail_prompt_tokens"] == 101
+    assert f.evidence["not_measured_share"] == 0.474
+
+
+def test_gil_waits_measured_shrink_what_was_not_measured() -> None:
+    # The same tail with the engine thread's GIL waits traced (--contention): 15 ms of the
+    # tail's window against 0.5 ms in the median requests' explains 25% of the extra time.
+    tail = _group("ttft", "tail", 66.0, prompt=101, own_prefill=(0.3, 46.5), queue=(1, 19.4),
+                  gc=(22.7, 28.5), run_queue=(0, 4.8), gil=(12, 15.5), lock=(0, 0))
+    median = _group("ttft", "median", 7.5, n=40, prompt=88, own_prefill=(0, 7.3),
+                    queue=(1, 0.2), gc=(4.4, 0.9), run_queue=(0, 1.6), gil=(1, 0.5),
+                    lock=(0, 0))
+    f = _finding(tail, median)
+    assert f.id == "p99_ttft_mixed"
+    assert "gil 26%" in f.message and "the rest (22%) was not measured (a slower core" \
+        in f.message
+    assert f.evidence["not_measured_share"] == 0.217
+
+
+def test_a_tail_mostly_waiting_for_the_gil_is_named() -> None:
+    tail = _group("tpot", "tail", 20.0, steps=10, gil=(30, 13.0), lock=(0, 0))
+    median = _group("tpot", "median", 5.0, n=40, steps=10, gil=(5, 1.0), lock=(0, 0))
+    assert dominant(tail, median) == "gil"
+    f = _finding(tail, median)
+    assert f.id == "p99_tpot_gil"
+    assert "30.0 waits for the GIL" in f.message and "explains 80%" in f.message
 
 
 def test_without_prompt_counts_the_own_prefill_is_judged_as_before() -> None:
