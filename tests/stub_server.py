@@ -168,9 +168,9 @@ class Stub:
             n = min(cfg.tokens_per_chunk, max_tokens - sent)
             sent += n
             finish = cfg.finish_reason if sent == max_tokens else None
+            times.append(time.time())  # stamped before the write, as a server's span is:
             await resp.write(_sse({"id": rid, "choices": [{"index": 0, "text": "x" * n,
                                                            "finish_reason": finish}]}))
-            times.append(time.time())
             chunks += 1
             if cut is not None and chunks >= cut:
                 if dying:

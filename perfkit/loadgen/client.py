@@ -1,5 +1,6 @@
 """The HTTP client of a remote sweep: one streaming /completions (or, with --endpoint
-chat, /chat/completions) request per spec.
+chat, /chat/completions) request per spec, over the load generator's own keep-alive
+connections (loadgen/http.py).
 
 `RemoteServe` is a `perfkit.sweep.load.Serve`: the closed and open loops drive it as
 they drive the in-process engine, and it returns the same `RequestRecord`.
@@ -44,6 +45,7 @@ from dataclasses import dataclass, field
 
 import aiohttp
 
+from perfkit.loadgen.http import Origin, Pool
 from perfkit.loadgen.sse import DONE, SseParser, parse_chunk, response_id, usage_counts
 from perfkit.loadgen.text import word_text
 from perfkit.records import RequestRecord
@@ -67,25 +69,24 @@ class Target:
     def headers(self) -> dict[str, str]:
         return {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
 
-    def client_timeout(self) -> aiohttp.ClientTimeout:
-        return aiohttp.ClientTimeout(total=None, sock_connect=self.timeout_s,
-                                     sock_read=self.timeout_s)
 
-
-def open_session(target: Target, connections: int) -> aiohttp.ClientSession:
+def open_pool(target: Target, connections: int) -> Pool:
     """A pool of `connections` keep-alive connections (0: unlimited, for open loops)."""
-    return aiohttp.ClientSession(
-        connector=aiohttp.TCPConnector(limit=connections, limit_per_host=connections),
-        timeout=target.client_timeout(), headers=target.headers())
+    return Pool(Origin.parse(target.url), connections, target.timeout_s)
 
 
 def error_kind(err: BaseException) -> str:
-    """A short, stable name for a failure, used as a key of the errors summary."""
+    """A short, stable name for a failure, used as a key of the errors summary (from the
+    load generator's own client, or from aiohttp's in the start-up probes)."""
     if isinstance(err, aiohttp.ClientConnectorError):
         return ("connection refused" if isinstance(err.os_error, ConnectionRefusedError)
                 else "connect error")
+    if isinstance(err, ConnectionRefusedError):
+        return "connection refused"
     if isinstance(err, asyncio.TimeoutError | TimeoutError):
         return "timeout"
+    if isinstance(err, OSError) and not isinstance(err, ConnectionError):
+        return "connect error"  # our pool raises OSError only while connecting
     if isinstance(err, aiohttp.ServerDisconnectedError | aiohttp.ClientPayloadError
                   | aiohttp.ClientOSError | ConnectionError):
         return "broken stream"
@@ -130,8 +131,10 @@ def encode_body(body: dict[str, object]) -> bytes:
 
 @dataclass
 class _Stream:
-    """What one response stream told us, as it arrives."""
+    """What one response stream told us, as it arrives (the HTTP pool's sink: its reads
+    come in the connection's own callback, stamped once per read)."""
 
+    t0: float  # the level's origin (perf_counter)
     times: list[float] = field(default_factory=list)
     coalesced: int = 0  # token chunks read together with the previous token chunk
     finish_reason: str | None = None
@@ -140,14 +143,53 @@ class _Stream:
     error: str | None = None
     response_id: str | None = None  # the first event's "id"
     id_read: bool = False  # the first event was read for its id
+    status: int | None = None  # the response's HTTP status
+    retry_after: str = ""  # its Retry-After header, when refused
+    parser: SseParser = field(default_factory=SseParser)
+
+    def head(self, status: int, headers: dict[str, str]) -> None:
+        self.status = status
+        self.retry_after = headers.get("retry-after", "")
+
+    def body(self, data: bytes, now: float) -> bool:
+        """One read's body bytes at `now`; True when the stream is over."""
+        if self.status != 200:
+            return False  # an error body: read to its end, the connection stays usable
+        stamp = now - self.t0
+        return any(self.event(event, stamp) for event in self.parser.feed(data))
+
+    def event(self, data: bytes, now: float) -> bool:
+        """Take one event read at `now` (level clock); True when the stream is over."""
+        if data == DONE or (data[:1] != b"{" and data.strip() == DONE):
+            self.done = True
+            return True
+        if not self.id_read:
+            self.id_read = True
+            self.response_id = response_id(data)
+        try:
+            chunk = parse_chunk(data)
+        except ValueError:
+            self.error = "bad chunk"
+            return True
+        if chunk.error is not None:
+            self.error = "server error"
+            return True
+        if chunk.has_token:
+            times = self.times
+            if times and times[-1] == now:  # in the same read as the previous chunk
+                self.coalesced += 1
+            times.append(now)
+        self.finish_reason = chunk.finish_reason or self.finish_reason
+        self.usage = chunk.usage or self.usage
+        return False
 
 
 class RemoteServe:
-    """Serve specs from `target` over `session`; `t0` is the level's perf_counter origin."""
+    """Serve specs from `target` over `pool`; `t0` is the level's perf_counter origin."""
 
-    def __init__(self, session: aiohttp.ClientSession, target: Target, t0: float,
+    def __init__(self, pool: Pool, target: Target, t0: float,
                  text_of: TextOf | None = None) -> None:
-        self.session = session
+        self.pool = pool
         self.target = target
         self.t0 = t0
         self.text_of = text_of
@@ -167,7 +209,7 @@ class RemoteServe:
             prompt_tokens=len(spec.prompt), output_tokens=0, warmup=warmup, sent_s=sent,
             trace_id=new_trace_id())
         rec.arrival_unix_ns = time.time_ns() - round((sent - rec.arrival_s) * 1e9)
-        stream = _Stream()
+        stream = _Stream(self.t0)
         try:
             await self._request(body, rec, stream)
         except Exception as err:  # whatever goes wrong with one request is recorded, not raised
@@ -178,52 +220,24 @@ class RemoteServe:
     async def _request(self, body: bytes, rec: RequestRecord, stream: _Stream) -> None:
         target = self.target
         path = "chat/completions" if target.endpoint == "chat" else "completions"
-        headers = JSON_HEADERS | {"traceparent": traceparent(rec.trace_id or "")}
-        async with self.session.post(f"{target.url}/{path}", data=body,
-                                     headers=headers) as resp:
-            if resp.status != 200:
-                self._refused(rec, stream, resp)
-                return
-            parser, content, t0 = SseParser(), resp.content, self.t0
-            while data := await content.readany():
-                now = time.perf_counter() - t0  # one stamp per read
-                for event in parser.feed(data):
-                    if self._event(event, stream, now):
-                        return
-            tail = parser.close()
+        headers = JSON_HEADERS | target.headers() | {
+            "traceparent": traceparent(rec.trace_id or "")}
+        await self.pool.post(f"{self.pool.origin.path}/{path}", headers, body, stream)
+        if stream.status != 200:
+            self._refused(rec, stream)
+        elif not stream.done and stream.error is None:
+            tail = stream.parser.close()  # a last event without its blank line
             if tail is not None:
-                self._event(tail, stream, time.perf_counter() - t0)
+                stream.event(tail, time.perf_counter() - self.t0)
 
-    def _refused(self, rec: RequestRecord, stream: _Stream,
-                 resp: aiohttp.ClientResponse) -> None:
-        kind = f"http {resp.status}"
-        if resp.status in ADMISSION_STATUSES:
+    def _refused(self, rec: RequestRecord, stream: _Stream) -> None:
+        kind = f"http {stream.status}"
+        if stream.status in ADMISSION_STATUSES:
             rec.rejected = kind
-            retry = resp.headers.get("Retry-After", "")
+            retry = stream.retry_after
             if retry.replace(".", "", 1).isdigit():
                 self.retry_after_s.append(float(retry))
         stream.error = kind
-
-    def _event(self, data: bytes, stream: _Stream, now: float) -> bool:
-        """Take one event read at `now`; True when the stream is over."""
-        if data == DONE or (data[:1] != b"{" and data.strip() == DONE):
-            stream.done = True
-            return True
-        if not stream.id_read:
-            stream.id_read = True
-            stream.response_id = response_id(data)
-        chunk = parse_chunk(data)
-        if chunk.error is not None:
-            stream.error = "server error"
-            return True
-        if chunk.has_token:
-            times = stream.times
-            if times and times[-1] == now:  # in the same read as the previous chunk
-                stream.coalesced += 1
-            times.append(now)
-        stream.finish_reason = chunk.finish_reason or stream.finish_reason
-        stream.usage = chunk.usage or stream.usage
-        return False
 
     def _finish(self, rec: RequestRecord, stream: _Stream) -> None:
         prompt, completion, cached = usage_counts(stream.usage)

@@ -10,7 +10,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from perfkit.loadgen.client import RemoteServe, Target, TextOf, open_session
+from perfkit.loadgen.client import RemoteServe, Target, TextOf, open_pool
 from perfkit.loadgen.overhead import WorkerIdentity, WorkerMeter
 from perfkit.records import RequestRecord
 from perfkit.result.point import LoadPoint
@@ -73,8 +73,8 @@ async def run_share(job: LevelJob, t0: float, who: WorkerIdentity,
     """Run the share: records go to `on_record` as they end; `t0`: the level's origin on
     this process's perf_counter; `clock`: its offset from the coordinator's and the bound."""
     meter = WorkerMeter(cpu_clock)
-    async with open_session(job.target, job.clients or 0) as session:
-        serve = RemoteServe(session, job.target, t0, text_of(job.texts))
+    async with open_pool(job.target, job.clients or 0) as pool:
+        serve = RemoteServe(pool, job.target, t0, text_of(job.texts))
         paced = Pacing(t0, _MeteredGate(gate, meter), lambda: serve.down is not None)
         meter.start()
         records = await drive(serve, job.specs, job.point, job.num_warmup, t0, on_record,

@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from perfkit.errors import PerfkitError
-from perfkit.loadgen.client import RemoteServe, Target, open_session, request_body
+from perfkit.loadgen.client import RemoteServe, Target, open_pool, request_body
 from perfkit.loadgen.sse import SseParser, parse_chunk, usage_counts
 from perfkit.remote.target import check_url, resolve_target
 from perfkit.workload import RequestSpec
@@ -23,8 +23,8 @@ SPEC = RequestSpec(request_id=7, prompt=(5, 6, 7, 8), max_tokens=10)
 def run(url: str, specs: list[RequestSpec], timeout_s: float = 5.0):
     async def go():
         target = Target(url, "m", None, timeout_s)
-        async with open_session(target, 2) as session:
-            serve = RemoteServe(session, target, time.perf_counter())
+        async with open_pool(target, 2) as pool:
+            serve = RemoteServe(pool, target, time.perf_counter())
             records = [await serve(spec, False) for spec in specs]
         return records, serve
 

@@ -5,15 +5,15 @@ from __future__ import annotations
 import asyncio
 import time
 
-from perfkit.loadgen.client import RemoteServe, Target, open_session
+from perfkit.loadgen.client import RemoteServe, Target, open_pool
 from perfkit.workload import RequestSpec
 
 
 def serve_one(url: str, spec: RequestSpec):
     async def go():
         target = Target(url, "m", None, 30.0)
-        async with open_session(target, 1) as session:
-            serve = RemoteServe(session, target, time.perf_counter())
+        async with open_pool(target, 1) as pool:
+            serve = RemoteServe(pool, target, time.perf_counter())
             return await serve(spec, False)
 
     return asyncio.run(go())
