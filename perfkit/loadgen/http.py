@@ -3,10 +3,11 @@ streamed response as it arrives, on keep-alive connections.
 
 Why not aiohttp here (it still does every other HTTP call in perfkit): its streaming reader
 wakes a coroutine per chunk and re-arms a read timer per read. Against a server streaming a
-token every 10 ms to 256 clients (two worker processes on two cores), that client spent
-24.5 µs of CPU per chunk and read TTFT 33-35 ms for a server that answers in 20; this one
-hands each read's body bytes to the caller inside the protocol callback, and spent 12.5 µs
-and read 21.5-22 ms (a C client, wrk, read 2 ms over the server's pace end to end).
+token every 10 ms to 256 clients (two worker processes, on the server's own two cores),
+perfkit's client on aiohttp spent 24.5 µs of CPU per chunk and read TTFT p50 33-35 ms for a
+server that answers in 20; on this one, which hands each read's body bytes to the stream
+parser inside the protocol callback, 15.5-17.9 µs and 30 ms (2026-12-03, perfkit bench's
+server; docs/guides/load-generation.md has the commands).
 
     origin = Origin.parse("http://127.0.0.1:8000/v1")
     async with Pool(origin, limit=64, timeout_s=60) as pool:
