@@ -118,7 +118,7 @@ def _loadgen_table(out: dict[str, Any]) -> Group:
                   f"{t['tokens']} chunks (times in ms)", title_justify="left",
                   box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
     heads = ("c", "workers", "TTFT\np50", "TTFT\np99", "ITL\np50", "ITL\np99", "deliv-\nered",
-             "chunks\n/CPU-s", "CPU µs\n/chunk", "server\nlate p99", "within")
+             "chunks\n/CPU-s", "CPU µs\n/chunk", "server\nlate p99", "in\nbounds")
     for head in heads:
         table.add_column(head, justify="right", no_wrap=True)
 
@@ -148,7 +148,7 @@ def _loadgen_table(out: dict[str, Any]) -> Group:
 
 
 def _loadgen(concurrency: str | None, workers: str | None, ttft: float, gap: float,
-             tokens: int) -> dict[str, Any]:
+             tokens: int, per_client: int) -> dict[str, Any]:
     from perfkit.bench.loadgen import bench_loadgen
     from perfkit.cli.common import parse_list
     from perfkit.loadgen.auto import parse_workers
@@ -162,7 +162,9 @@ def _loadgen(concurrency: str | None, workers: str | None, ttft: float, gap: flo
         parse_workers(w)  # one-line error for a bad value
     if not (ttft > 0 and gap > 0 and tokens >= 2):
         raise PerfkitError("--ttft and --gap: seconds > 0; --tokens: at least 2")
-    return bench_loadgen(levels, chosen, Timing(ttft, gap, tokens),
+    if per_client < 1:
+        raise PerfkitError(f"--per-client: expected a whole number >= 1, got {per_client}")
+    return bench_loadgen(levels, chosen, Timing(ttft, gap, tokens), per_client,
                          progress=lambda text: console.print(f"[dim]{text}[/]"))
 
 
@@ -187,6 +189,9 @@ def bench(
     gap: Annotated[float, typer.Option(
         help="loadgen: the server's gap between chunks, seconds.")] = 0.01,
     tokens: Annotated[int, typer.Option(help="loadgen: chunks per response.")] = 128,
+    per_client: Annotated[int, typer.Option(
+        help="loadgen: measured requests per client at each cell (after one warm-up each).")
+    ] = 4,
 ) -> None:
     """Microbenchmarks of the engine: paged vs dense attention, allocator, scheduler, decode step
     (the step benchmark runs the profile's engine), tool-call guard and sampler cost per step;
@@ -210,7 +215,7 @@ def bench(
     dev = str(resolve_device(device))
     results = run_benches(list(chosen), prof, dev)
     if "loadgen" in chosen:
-        results["loadgen"] = _loadgen(concurrency, workers, ttft, gap, tokens)
+        results["loadgen"] = _loadgen(concurrency, workers, ttft, gap, tokens, per_client)
     env = collect()
     results["environment"] = env.to_dict() | {"device": dev}
     results["schema"] = "perfkit.bench/1"

@@ -58,6 +58,7 @@ def test_bench_loadgen_reports_each_cell(cli, tmp_path):
     (("--concurrency", "0"), "--concurrency: expected finite positive values"),
     (("--workers", "-1"), "--workers: expected a whole number >= 1 or auto"),
     (("--tokens", "1"), "--tokens: at least 2"),
+    (("--per-client", "0"), "--per-client: expected a whole number >= 1"),
 ])
 def test_bench_loadgen_bad_input(cli, args, message):
     result = cli("bench", "--only", "loadgen", *args)
