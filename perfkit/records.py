@@ -46,6 +46,9 @@ class RequestRecord:
     trace_id: str | None = None
     response_id: str | None = None
     arrival_unix_ns: int | None = None
+    num_outputs: int = 1  # outputs asked for: n samples or beams (choices)
+    # outputs 1 .. num_outputs - 1: each one's token times (output 0's are token_times_s)
+    more_token_times_s: list[list[float]] = field(default_factory=list)
 
     @property
     def served(self) -> bool:
@@ -75,7 +78,12 @@ class RequestRecord:
 
     @property
     def tpot_s(self) -> float | None:
-        """None when output_tokens < 2 (no second token) or a time is missing."""
+        """None when output_tokens < 2 (no second token) or a time is missing; with
+        several outputs, the mean of each output's (last - first) / (tokens - 1)."""
+        if self.more_token_times_s:
+            per = [(t[-1] - t[0]) / (len(t) - 1)
+                   for t in (self.token_times_s, *self.more_token_times_s) if len(t) > 1]
+            return sum(per) / len(per) if per else None
         ttft, e2e = self.ttft_s, self.e2e_s
         if self.output_tokens < 2 or ttft is None or e2e is None:
             return None
@@ -83,7 +91,9 @@ class RequestRecord:
 
     @property
     def itl_s(self) -> list[float]:
-        return [later - earlier for earlier, later in pairwise(self.token_times_s)]
+        """Gaps between consecutive tokens of one output, every output's."""
+        return [later - earlier for times in (self.token_times_s, *self.more_token_times_s)
+                for earlier, later in pairwise(times)]
 
     @property
     def send_late_s(self) -> float | None:

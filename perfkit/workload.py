@@ -12,11 +12,12 @@ requests are 16M token draws (~10 s) that memory accounting does not need.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import random
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Literal, overload
+from typing import Literal, TypeVar, overload
 
 from perfkit.config.schema import Arrival, LengthDist, WorkloadConfig
 
@@ -38,6 +39,8 @@ class RequestSpec:
     conversation: int | None = None  # multi-turn datasets: turns of one conversation
     turn: int = 0  # arrive in order, each after the previous one finished
     think_s: float = 0.0  # multi-turn: pause after the previous turn ended
+    n: int = 1  # outputs: parallel samples of the prompt (sharing its KV blocks)
+    beam_width: int = 1  # beam search of this width (its beams are the outputs); 1: off
 
     @property
     def prompt_len(self) -> int:
@@ -59,6 +62,8 @@ class RequestLengths:
     arrival_s: float = 0.0
     prefix_group: int | None = None
     tool_call: bool = False
+    n: int = 1  # parallel samples
+    beam_width: int = 1  # beam search width; 1: off
 
 
 def _rng(seed: int, purpose: str) -> random.Random:
@@ -88,6 +93,32 @@ def _sampler(dist: LengthDist, rng: random.Random) -> Callable[[], int]:
     mu, sigma, lo, hi = math.log(dist.mean) - sigma2 / 2, math.sqrt(sigma2), dist.min, dist.max
     draw = rng.lognormvariate
     return lambda: int(min(max(round(draw(mu, sigma)), lo), hi))
+
+
+def output_counts(cfg: WorkloadConfig, num: int) -> tuple[list[int], list[int]]:
+    """(n, beam_width) of each of `num` requests: the profile's fixed values, or draws
+    from their distributions on a stream of their own ("outputs"), so asking for several
+    outputs moves no other draw."""
+    rng = _rng(cfg.seed, "outputs")
+
+    def counts(value: int | LengthDist) -> list[int]:
+        if isinstance(value, int):
+            return [value] * num
+        draw = _sampler(value, rng)
+        return [draw() for _ in range(num)]
+
+    return counts(cfg.n), counts(cfg.beam_width)
+
+
+SpecT = TypeVar("SpecT", RequestSpec, RequestLengths)
+
+
+def with_outputs(specs: list[SpecT], cfg: WorkloadConfig) -> list[SpecT]:
+    """Requests from elsewhere (a dataset) with the profile's n and beam_width."""
+    ns, widths = output_counts(cfg, len(specs))
+    if all(x == 1 for x in ns) and all(x == 1 for x in widths):
+        return specs
+    return [dataclasses.replace(s, n=n, beam_width=w) for s, n, w in zip(specs, ns, widths)]
 
 
 def arrival_times(
@@ -165,6 +196,7 @@ def _lengths(cfg: WorkloadConfig, max_model_len: int, num: int,
     prios = [p.priority for p in cfg.priorities] or [0]
     weights = [p.weight for p in cfg.priorities] or [1.0]
     prompt_draw, output_draw = _sampler(cfg.prompt_len, lengths), _sampler(cfg.output_len, lengths)
+    ns, widths = output_counts(cfg, num)
     out = []
     for i in range(num):
         group = None
@@ -177,7 +209,7 @@ def _lengths(cfg: WorkloadConfig, max_model_len: int, num: int,
         room = max_model_len - prompt_len
         max_tokens = min(out_len, room) if room >= 1 else out_len
         out.append(RequestLengths(i, prompt_len, max_tokens, priority, times[i], group,
-                                  tool_call))
+                                  tool_call, ns[i], widths[i]))
     return out
 
 
@@ -223,5 +255,6 @@ def generate(
         own = tuple(rng.randrange(FIRST_TOKEN_ID, vocab_size)
                     for _ in range(r.prompt_len - len(head)))
         specs.append(RequestSpec(r.request_id, head + own, r.max_tokens, r.priority,
-                                 r.arrival_s, r.prefix_group, r.tool_call))
+                                 r.arrival_s, r.prefix_group, r.tool_call, n=r.n,
+                                 beam_width=r.beam_width))
     return specs

@@ -6,7 +6,8 @@ import pytest
 
 from perfkit.config.profile import Overrides, load_profile
 from perfkit.config.schema import LengthDist, WorkloadConfig
-from perfkit.workload import arrival_times, generate, sample_length
+from perfkit.errors import PerfkitError
+from perfkit.workload import arrival_times, generate, output_counts, sample_length
 
 
 def test_same_seed_same_requests_other_seed_differs():
@@ -72,3 +73,30 @@ def test_lengths_only_gives_the_same_requests_without_tokens(name):
          r.tool_call) for r in lengths]
     assert all(not hasattr(r, "prompt") for r in lengths)
     assert [s.prompt_len for s in full] == [r.prompt_len for r in lengths]
+
+
+def test_outputs_per_request_fixed_or_drawn_move_no_other_draw():
+    base = load_profile("default")
+    fixed = load_profile("default", Overrides(sets=("workload.n=4",)))
+    drawn = load_profile("default", Overrides(sets=(
+        'workload.beam_width={kind="uniform", min=2, max=5}',)))
+    plain = generate(base.workload, 512, 512, 30)
+    for prof in (fixed, drawn):
+        specs = generate(prof.workload, 512, 512, 30)
+        assert [s.prompt for s in specs] == [s.prompt for s in plain]
+        assert [s.max_tokens for s in specs] == [s.max_tokens for s in plain]
+    assert {s.n for s in generate(fixed.workload, 512, 512, 30)} == {4}
+    widths = [s.beam_width for s in generate(drawn.workload, 512, 512, 30)]
+    assert set(widths) == {2, 3, 4, 5} and widths == output_counts(drawn.workload, 30)[1]
+
+
+@pytest.mark.parametrize(("sets", "message"), [
+    (("workload.n=0",), "workload.n: must be between 1 and 256, got 0"),
+    (("workload.beam_width=257",), "between 1 and 256"),
+    (('workload.n={kind="uniform", min=1}',), "a uniform distribution needs an explicit max"),
+    (('workload.n={kind="lognormal", mean=3, std=1}',), "min and max must be between 1 and 256"),
+    (("workload.n=2", "workload.beam_width=2"), "not both"),
+])
+def test_bad_outputs_per_request_name_the_field(sets, message):
+    with pytest.raises(PerfkitError, match=message):
+        load_profile("default", Overrides(sets=sets))

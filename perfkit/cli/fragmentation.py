@@ -25,6 +25,7 @@ from perfkit.cli.common import (
 from perfkit.config.bounds import MAX_REQUESTS
 from perfkit.config.presets import GPU_MEMORY
 from perfkit.config.units import format_bytes
+from perfkit.engine.executor import TOP1_MEAN
 from perfkit.errors import PerfkitError
 from perfkit.files import check_output
 
@@ -34,6 +35,9 @@ if TYPE_CHECKING:
     from perfkit.fragmentation.types import Arrivals
 
 SIMULATE_REQUESTS = 10_000  # default --requests for --simulate: long enough to average
+# with several outputs per request the paged policies replay the Engine (null executor),
+# ~10x slower than the compiled kernel: 1,000 requests keep a run within a minute or two
+GROUP_REQUESTS = 1_000
 MAX_BLOCK_SIZE = 1024  # as engine.block_size
 
 
@@ -110,8 +114,9 @@ def fragmentation(
         "--gpu", help="KV budget from a GPU: h200, h100, a100-80g, a100-40g "
         "(x 0.9 utilization, minus the weights).")] = None,
     requests: Annotated[int | None, typer.Option(
-        "--requests", help=f"Requests to replay [default: {SIMULATE_REQUESTS:,} simulated, "
-        "the profile's workload.num_requests live].")] = None,
+        "--requests", help=f"Requests to replay [default: {SIMULATE_REQUESTS:,} simulated "
+        f"({GROUP_REQUESTS:,} with several outputs per request), the profile's "
+        "workload.num_requests live].")] = None,
     simulate_: Annotated[bool, typer.Option(
         "--simulate", help="Replay without tensors (the default).")] = False,
     live_: Annotated[bool, typer.Option(
@@ -139,6 +144,10 @@ def fragmentation(
     no_jit: Annotated[bool, typer.Option(
         "--no-jit", help="Run the replays as plain Python, not compiled (the reference; "
         "also PERFKIT_NO_JIT=1).")] = False,
+    beam_top1: Annotated[float, typer.Option(
+        "--beam-top1", help="Beam search replays (workload.beam_width): the simulated "
+        "model's mean top-1 next-token probability, which decides how often beams fork "
+        "and drop.")] = TOP1_MEAN,
 ) -> None:
     """Replay the profile's requests through contiguous and paged KV allocation on one
     memory budget: token states, reserved, internal and external fragmentation, free."""
@@ -154,12 +163,17 @@ def fragmentation(
         else [f"workload.client_delay_steps={client_delay_steps}"]
     prof = resolve_profile(profile, model, [*(set_ or []), *dataset_sets(dataset), *delay])
     budget = kv_budget(prof, kv_memory, gpu)
-    num = requests or (prof.workload.num_requests if live_ else SIMULATE_REQUESTS)
+    if not 0.01 <= beam_top1 <= 0.99:
+        raise PerfkitError(f"--beam-top1: expected a probability in [0.01, 0.99], got "
+                           f"{beam_top1:g}")
+    groups = prof.workload.n != 1 or prof.workload.beam_width != 1
+    num = requests or (prof.workload.num_requests if live_ else
+                       GROUP_REQUESTS if groups else SIMULATE_REQUESTS)
     note = None if no_jit else numba_missing()
     if note is not None:
         typer.echo(f"note: {note}", err=True)
     cfg = FragConfig(sizes, num, cast("Arrivals", arrivals), step_ms / 1e3, jobs,
-                     concurrency or 0, not no_jit)
+                     concurrency or 0, not no_jit, beam_top1)
     live_prof = _live_profile(prof, budget, kv_memory is not None or gpu is not None) \
         if live_ else None
     report = simulate(prof, budget, cfg)  # before the engine starts threads: it may fork

@@ -35,6 +35,7 @@ MAX_CONCURRENCY = 65_536
 MAX_REPEATS = 1_000
 MIN_RATE, MAX_RATE = 1e-3, 1e6  # requests/s
 MAX_COUNT = 1 << 24  # blocks, tokens, queue slots: far above any real engine
+MAX_OUTPUTS = 256  # parallel samples or beams of one request (vLLM's n has no cap but memory)
 
 
 def share(name: str, value: float) -> None:

@@ -9,7 +9,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
-from perfkit.config.bounds import MAX_CONCURRENCY, MAX_COUNT, MAX_REPEATS, MAX_REQUESTS
+from perfkit.config.bounds import (
+    MAX_CONCURRENCY,
+    MAX_COUNT,
+    MAX_OUTPUTS,
+    MAX_REPEATS,
+    MAX_REQUESTS,
+)
 from perfkit.config.bounds import at_most as _at_most
 from perfkit.config.bounds import positive as _positive
 from perfkit.config.bounds import rate as _rate
@@ -82,6 +88,10 @@ class EngineConfig:
     # (vLLM v1's default, scheduler_reserve_full_isl); first_chunk: its first chunk's
     admission: Literal["full_prompt", "first_chunk"] = "full_prompt"
     prefix_caching: bool = True
+    # a request's several outputs (workload.n, workload.beam_width) share their blocks by
+    # reference count, copied on write; false: a fork copies every block (the cost
+    # without sharing: the same tokens, more blocks)
+    block_sharing: bool = True
     # one block of the pool is vLLM's null block (its block 0, never handed to a request):
     # a pool of N blocks holds N - 1 for requests, as a vLLM server with
     # --num-gpu-blocks-override N (or N blocks from its memory) does; False: all N
@@ -201,6 +211,11 @@ class WorkloadConfig:
     # fragmentation replays, closed loop: engine steps from a request's finish to its
     # client's next arrival, beyond the next step (a real client's round trip; 0 = next)
     client_delay_steps: int = 0
+    # outputs of each request, a fixed value or a distribution (a table like prompt_len):
+    # n parallel samples of the prompt, or beam search of width beam_width (its beams
+    # are the outputs); they share the prompt's KV blocks (engine.block_sharing)
+    n: int | LengthDist = 1
+    beam_width: int | LengthDist = 1
 
     def check(self) -> None:
         _positive("num_requests", self.num_requests)
@@ -208,6 +223,20 @@ class WorkloadConfig:
         _share("tool_call_share", self.tool_call_share)
         _positive("client_delay_steps", self.client_delay_steps, allow_zero=True)
         _at_most("client_delay_steps", self.client_delay_steps, MAX_COUNT)
+        for name in ("n", "beam_width"):
+            _outputs_check(name, getattr(self, name))
+        if self.n != 1 and self.beam_width != 1:
+            raise FieldError("beam_width", "give workload.n (parallel samples) or "
+                             "workload.beam_width (beam search), not both")
+
+
+def _outputs_check(name: str, value: int | LengthDist) -> None:
+    """Outputs per request: 1 to MAX_OUTPUTS, fixed or drawn."""
+    low, high = (value, value) if isinstance(value, int) else (value.min, value.max)
+    if not 1 <= low <= high <= MAX_OUTPUTS:
+        what = "" if isinstance(value, int) else "a distribution's min and max "
+        raise FieldError(name, f"{what}must be between 1 and {MAX_OUTPUTS}, got "
+                         f"{low if isinstance(value, int) else f'{low} to {high}'}")
 
 
 @dataclass

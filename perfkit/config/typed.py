@@ -63,6 +63,9 @@ def _convert(tp: Any, value: Any, where: str) -> Any:
         if value is None and type(None) in args:
             return None
         options = [arg for arg in args if arg is not type(None)]
+        tables = [arg for arg in options if dataclasses.is_dataclass(arg)]
+        if isinstance(value, dict) and len(tables) == 1:  # `int | Dist`: the table's error
+            return _convert(tables[0], value, where)
         for arg in options:
             try:
                 return _convert(arg, value, where)

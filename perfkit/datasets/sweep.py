@@ -21,7 +21,7 @@ from perfkit.datasets.records import DatasetError, DatasetRecord
 from perfkit.datasets.specs import SpecBuilder, Tokenize, dataset_specs, scale_arrivals
 from perfkit.datasets.tokenizer import read_tokenizer
 from perfkit.result.level import LoadPoint
-from perfkit.workload import RequestSpec, level_arrivals
+from perfkit.workload import RequestSpec, level_arrivals, with_outputs
 
 
 @lru_cache(maxsize=4)
@@ -67,7 +67,7 @@ def dataset_level_specs(profile: Profile, levels: list[LoadPoint], level: LoadPo
     builder = SpecBuilder(Path(ds.path), profile.model.vocab_size, wl.output_len, wl.seed,
                           tokenizer)
     specs = [replace(s, think_s=ds.think_time_s) if s.turn else s
-             for s in dataset_specs(records, builder)]
+             for s in with_outputs(dataset_specs(records, builder), wl)]
     if level.rate is None:
         return [replace(s, arrival_s=0.0) for s in specs]
     if ds.replay == "timestamps":

@@ -20,7 +20,8 @@ from perfkit.workload import RequestSpec
 
 
 class RequestStream:
-    """Tokens of one request as they are appended; ends after the finishing token."""
+    """Tokens of one request as they are appended; ends after the request's last token
+    (a request with several outputs streams each output's tokens, `event.index`)."""
 
     def __init__(self, seq: Sequence, rejected: str | None) -> None:
         self.seq = seq
@@ -79,11 +80,12 @@ class AsyncEngine:
                 await self._wake.wait()
                 continue
             for event in self.engine.step():
-                stream = self._streams.get(event.seq.seq_id)
+                key = event.request.seq_id
+                stream = self._streams.get(key)
                 if stream is not None:
                     stream.queue.put_nowait(event)
                     if event.finished:
-                        del self._streams[event.seq.seq_id]
+                        del self._streams[key]
             await asyncio.sleep(0)  # clients consume and submit before the next step
             await asyncio.sleep(0)
             clock.between_steps()  # a lockstep peer may run now (perfkit.clock)

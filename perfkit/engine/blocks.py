@@ -105,6 +105,7 @@ class BlockPool:
         self._lru: deque[int] = deque()  # freed hashed blocks, oldest first, stale entries too
         self._num_queued = [0] * num_blocks  # a block's entries in _lru; its newest may be live
         self._num_cached_free = 0  # live _lru entries: free blocks that hold a hash
+        self.num_shared_blocks = 0  # blocks with ref_count > 1 (in several block tables)
         self.counters = PoolCounters()
 
     @property
@@ -193,9 +194,12 @@ class BlockPool:
         ref, hashes, fresh = self.ref_count, self.block_hash, self._fresh
         lru, queued = self._lru, self._num_queued
         num_freed = num_cached = 0
+        num_unshared = 0
         for block in blocks:
             ref[block] -= 1
-            if ref[block] == 0:
+            if ref[block] == 1:
+                num_unshared += 1
+            elif ref[block] == 0:
                 num_freed += 1
                 if hashes[block] is None:
                     fresh.append(block)
@@ -205,6 +209,7 @@ class BlockPool:
                     num_cached += 1
         self.counters.frees += num_freed
         self._num_cached_free += num_cached
+        self.num_shared_blocks -= num_unshared
 
     def lookup(self, h: BlockHash) -> int | None:
         """The cached block holding hash `h`, counting a hit or a miss (no reference taken)."""
@@ -226,6 +231,8 @@ class BlockPool:
             self._num_cached_free -= 1
             if len(self._lru) > 2 * self.num_blocks:
                 self._drop_stale()
+        elif self.ref_count[block] == 1:
+            self.num_shared_blocks += 1
         self.ref_count[block] += 1
 
     def _drop_stale(self) -> None:

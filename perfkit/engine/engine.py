@@ -1,5 +1,6 @@
-"""Engine.step(): schedule -> executor (forward, guard mask, sample) -> append -> guard
-check -> free finished.
+"""Engine.step(): schedule -> executor (forward, guard mask, sample) -> append (forks and
+beam steps of requests with several outputs, engine/forks.py) -> guard check -> free
+finished.
 
 The loop is bookkeeping only (no torch here); the executor (engine/executor.py) is what
 runs the step: the synthetic model by default, or the null executor (no tensors). Both see
@@ -16,36 +17,26 @@ from __future__ import annotations
 import gc
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 from perfkit import clock
 from perfkit.config.profile import usable_blocks
 from perfkit.config.schema import Profile
+from perfkit.engine import forks
 from perfkit.engine.blocks import BlockPool
 from perfkit.engine.detokenizer import Detokenizer
-from perfkit.engine.executor import Executor, ExecutorFactory
+from perfkit.engine.executor import Executor, ExecutorFactory, ExecutorOutput
+from perfkit.engine.group import SequenceGroup, start_group
 from perfkit.engine.guard.dfa import compile_dfa
 from perfkit.engine.guard.grammar import Vocabulary
 from perfkit.engine.guard.guard import Guard, GuardCounts, count_finish
+from perfkit.engine.kv_manager import table_tails
 from perfkit.engine.kv_spec import KVSpec
+from perfkit.engine.outputs import TokenEvent, beam_events, mark_last, output_ended, token_event
 from perfkit.engine.sampling_params import GREEDY, RANDOM, SamplingParams, sampling_key
 from perfkit.engine.scheduler import Scheduler, SchedulerConfig, SchedulerOutput
-from perfkit.engine.sequence import Sequence, TokenLogprobs
+from perfkit.engine.sequence import Sequence
 from perfkit.engine.text import token_text
 from perfkit.workload import RequestSpec
-
-if TYPE_CHECKING:
-    pass
-
-
-@dataclass
-class TokenEvent:
-    seq: Sequence
-    token: int
-    time_s: float  # perfkit.clock.now() when appended
-    finished: bool
-    text: str | None = None  # output text this token releases (params.detokenize; "" held)
-    logprobs: TokenLogprobs | None = None  # params.logprobs set
 
 
 @dataclass
@@ -58,6 +49,8 @@ class KvSample:
     blocks_cached_free: int  # free blocks still holding a prefix
     running: int
     waiting: int
+    blocks_shared: int = 0  # used blocks in more than one block table
+    blocks_saved: int = 0  # block-table entries beyond the used blocks: what sharing saves
 
 
 @dataclass
@@ -156,6 +149,10 @@ class Engine:
         if params.prompt_logprobs is not None:  # every position computed: no prefix hits
             seq.prompt_logprobs = [None]
         self._next_id += 1
+        width = max(spec.n, spec.beam_width)
+        if width > 1:
+            start_group(seq, "beam" if spec.beam_width > 1 else "sample", width,
+                        params.seed, self.profile.engine.block_sharing)
         if self.guard is None:  # structured output needs it (engine.guard = false)
             return seq, "guard_off" if params.grammar is not None else self.scheduler.add(seq)
         self.guard.start(seq)
@@ -163,8 +160,20 @@ class Engine:
         return seq, (None if too_long else self.guard.admit(seq)) or self.scheduler.add(seq)
 
     def cancel(self, seq: Sequence) -> None:
-        if seq.finish_reason is None:
-            self.scheduler.finish(seq, "cancelled")
+        """End a request (its every output) where it stands."""
+        group = seq.group
+        if group is None:
+            if seq.finish_reason is None:
+                self.scheduler.finish(seq, "cancelled")
+            return
+        for member in [m for m in (group.root, *group.members) if m is not None]:
+            self.scheduler.finish(member, "cancelled")
+        group.members, group.root = [], None
+        seq.finish_reason = "cancelled"
+
+    def _new_id(self) -> int:
+        self._next_id += 1
+        return self._next_id - 1
 
     @property
     def has_work(self) -> bool:
@@ -175,8 +184,8 @@ class Engine:
         start_s = clock.now()
         out = self.scheduler.schedule()
         for seq in out.admitted:
-            if seq.first_scheduled_s is None:
-                seq.first_scheduled_s = clock.now()
+            if seq.head.first_scheduled_s is None:
+                seq.head.first_scheduled_s = clock.now()
         if self.on_step is not None:
             self.on_step(out)
         if not out.scheduled:
@@ -191,7 +200,7 @@ class Engine:
             assert seq.prompt_logprobs is not None
             seq.prompt_logprobs.extend(found)
         self.scheduler.commit(out)
-        events = self._append(sampling, result.token_ids, result.logprobs)
+        events = self._append(sampling, result)
         self.stats.steps += 1
         self.stats.batched_tokens += out.num_batched_tokens
         if self.record_timeline:
@@ -207,23 +216,32 @@ class Engine:
         stats.step_prefill_tokens.append(sum(prefill))
         stats.step_prefill_seqs.append(len(prefill))
 
-    def _append(self, sampling: list[Sequence], tokens: list[int],
-                logprobs: list[TokenLogprobs | None] | None) -> list[TokenEvent]:
+    def _append(self, sampling: list[Sequence], result: ExecutorOutput) -> list[TokenEvent]:
+        """Append each row's token (a group's first sample forks it, its beams step
+        together: forks.advance), end what is done, and stream: one event per new token,
+        except beams, whose outputs come when the request ends (a beam can be dropped)."""
         now = clock.now()
-        for seq, token in zip(sampling, tokens):
-            seq.token_ids.append(token)
-        reasons = self._guard_check(sampling)
-        events = []
-        for i, (seq, token, reason) in enumerate(zip(sampling, tokens, reasons)):
-            reason, text = self._stop_check(seq, token, reason), None
+        appended, logprobs = forks.advance(self.scheduler, sampling, result, self._new_id)
+        reasons = self._guard_check(appended)
+        ended: list[SequenceGroup] = []
+        texts: list[str | None] = []
+        for seq, reason in zip(appended, reasons):
+            reason = self._stop_check(seq, seq.token_ids[-1], reason)
             if reason is not None:
                 self.scheduler.finish(seq, reason)
                 count_finish(self.stats.guard, seq, reason, self.vocab)
-            if seq.detokenizer is not None:
-                text = seq.detokenizer.take(finished=reason is not None)
-            events.append(TokenEvent(seq, token, now, reason is not None, text,
-                                     None if logprobs is None else logprobs[i]))
-        self.stats.sampled_tokens += len(events)
+                if seq.group is not None and output_ended(seq.group, seq):
+                    ended.append(seq.group)
+            texts.append(None if seq.detokenizer is None else
+                         seq.detokenizer.take(finished=reason is not None))
+        self.stats.sampled_tokens += len(appended)
+        events = [token_event(seq, now, text, lp)
+                  for seq, text, lp in zip(appended, texts, logprobs, strict=True)
+                  if seq.group is None or seq.group.kind == "sample"]
+        for group in ended:
+            if group.kind == "beam":
+                events += beam_events(group, now, self.token_text)
+        mark_last(events)
         return events
 
     def _stop_check(self, seq: Sequence, token: int, reason: str | None) -> str | None:
@@ -261,13 +279,13 @@ class Engine:
         return reasons
 
     def _record_kv(self) -> None:
-        bs = self.block_size
-        running = self.scheduler.running
-        empty_tail = sum(len(s.block_ids) * bs - s.num_computed_tokens for s in running)
         used = self.pool.num_used_blocks
+        running = self.scheduler.running
+        tails, entries = table_tails(running, self.block_size)
         self.stats.kv_timeline.append(KvSample(
-            clock.now(), used, used * bs - empty_tail, self.pool.num_cached_free_blocks,
-            len(running), len(self.scheduler.waiting),
+            clock.now(), used, used * self.block_size - tails,
+            self.pool.num_cached_free_blocks, len(running), len(self.scheduler.waiting),
+            self.pool.num_shared_blocks, entries - used,
         ))
 
     def run_to_completion(self, specs: list[RequestSpec]) -> dict[int, list[int]]:

@@ -65,24 +65,29 @@ class KVManager:
         return True
 
     def blocks_needed(self, seq: Sequence, num_new_tokens: int) -> int:
-        """New blocks (incl. one copy-on-write) to compute `num_new_tokens` more tokens."""
+        """New blocks (incl. copy-on-writes) to compute `num_new_tokens` more tokens."""
         total = cdiv(seq.num_computed_tokens + num_new_tokens, self.block_size)
-        return max(0, total - len(seq.block_ids)) + int(self._needs_cow(seq))
+        return max(0, total - len(seq.block_ids)) + len(self._cow_indices(seq))
 
-    def _needs_cow(self, seq: Sequence) -> bool:
-        """The block the next token lands in exists and is shared with another table."""
+    def _cow_indices(self, seq: Sequence) -> list[int]:
+        """Table indices to copy before this sequence writes: the block its next token
+        lands in when another table shares it. A group that does not share
+        (SequenceGroup.share False) copies every shared block of its table instead."""
+        ref, table = self.pool.ref_count, seq.block_ids
+        if seq.group is not None and not seq.group.share:
+            return [i for i, b in enumerate(table) if ref[b] > 1]
         idx = seq.num_computed_tokens // self.block_size
-        return idx < len(seq.block_ids) and self.pool.ref_count[seq.block_ids[idx]] > 1
+        return [idx] if idx < len(table) and ref[table[idx]] > 1 else []
 
     def allocate(self, seq: Sequence, num_new_tokens: int) -> list[tuple[int, int]] | None:
         """Slots for `num_new_tokens` more tokens of a running sequence. Returns the
         (src, dst) block copies the cache must make (copy-on-write), or None when the
-        pool is short (nothing allocated then)."""
+        pool is short (nothing allocated then). A shared block is never written: the
+        writer gets a copy and drops its reference (the last holder writes in place)."""
         if self.blocks_needed(seq, num_new_tokens) > self.pool.num_free_blocks:
             return None
         copies = []
-        if self._needs_cow(seq):
-            idx = seq.num_computed_tokens // self.block_size
+        for idx in self._cow_indices(seq):
             old, new = seq.block_ids[idx], self.pool.allocate()
             self.pool.free([old])
             seq.block_ids[idx] = new
@@ -110,7 +115,8 @@ class KVManager:
         self.cache_scheduled(seq, 0)
 
     def fork(self, parent: Sequence, child: Sequence) -> None:
-        """Share every block of `parent` with `child` (e.g. parallel sampling)."""
+        """Share every block of `parent` with `child` (parallel sampling, beam search):
+        one more reference each, no copy until one of them writes (allocate)."""
         for block in parent.block_ids:
             self.pool.touch(block)
         child.block_ids = list(parent.block_ids)
@@ -126,3 +132,18 @@ class KVManager:
         self.pool.free(reversed(seq.block_ids))
         seq.block_ids = []
         seq.num_hashed_blocks = 0
+
+
+def table_tails(running: list[Sequence], block_size: int) -> tuple[int, int]:
+    """(empty slots of the running tables' last blocks, each physical block once; the
+    tables' entries). After a step only a table's last block can be partly filled, and
+    tables that share a last block have computed the same tokens into it."""
+    tails = entries = 0
+    last_blocks: set[int] = set()
+    for s in running:
+        table = s.block_ids
+        entries += len(table)
+        if table and table[-1] not in last_blocks:
+            last_blocks.add(table[-1])
+            tails += len(table) * block_size - s.num_computed_tokens
+    return tails, entries

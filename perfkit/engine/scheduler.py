@@ -15,6 +15,10 @@ vLLM's scheduler_reserve_full_isl), or, with "first_chunk", those of its first c
 When a running sequence needs a block and none is free, the lowest-priority,
 newest running sequence is preempted: its blocks are freed (their hashes stay
 in the prefix cache until evicted) and it is recomputed later.
+
+A request with several outputs (engine/group.py) is one unit: it takes its width in
+max_num_seqs seats, is preempted whole, and its beams sample only in a step where every
+live beam reaches its last token (the step then picks the best W of all candidates).
 """
 
 from __future__ import annotations
@@ -22,8 +26,9 @@ from __future__ import annotations
 import heapq
 from dataclasses import dataclass, field
 
-from perfkit.config.units import cdiv
+from perfkit.engine import forks
 from perfkit.engine.blocks import BlockPool
+from perfkit.engine.group import seats_of
 from perfkit.engine.kv_manager import KVManager
 from perfkit.engine.sequence import SeqStatus, Sequence
 
@@ -69,6 +74,7 @@ class Scheduler:
         self.running: list[Sequence] = []
         self._next_order = 0
         self.num_preemptions = 0
+        self.num_seats = 0  # max_num_seqs seats the running requests take (group.seats)
 
     # -- admission control ------------------------------------------------------------
     def check_admission(self, seq: Sequence) -> str | None:
@@ -76,9 +82,12 @@ class Scheduler:
         cfg = self.config
         if seq.num_prompt_tokens >= cfg.max_model_len:
             return "prompt_too_long"
-        final = min(seq.num_prompt_tokens + seq.max_tokens, cfg.max_model_len)
-        if cdiv(final, self.pool.block_size) > self.pool.num_blocks:
+        if forks.blocks_at_end(seq, cfg.max_model_len, self.pool.block_size) \
+                > self.pool.num_blocks:
             return "exceeds_kv_pool"
+        if seq.group is not None and (seq.group.width > cfg.max_num_seqs
+                                      or seq.group.width > cfg.max_num_batched_tokens):
+            return "too_many_outputs"
         if len(self.waiting) >= cfg.max_waiting:
             return "queue_full"
         return None
@@ -109,18 +118,46 @@ class Scheduler:
         return out
 
     def _schedule_running(self, out: SchedulerOutput) -> None:
+        beams_done: set[int] = set()  # beam groups scheduled this step, by id
         for seq in list(self.running):
             if out.budget == 0:
                 break
             if seq.status is not SeqStatus.RUNNING:  # preempted earlier in this loop
                 continue
-            num_new = min(seq.num_uncomputed, out.budget)
-            copies = self._allocate_or_preempt(seq, num_new, out)
-            if copies is None:
+            group = seq.group
+            if group is not None and group.kind == "beam" and group.root is None:
+                if id(group) not in beams_done:
+                    beams_done.add(id(group))
+                    self._schedule_beams(group.members, out)
                 continue
-            out.copies.extend(copies)
-            out.scheduled.append(ScheduledSeq(seq, num_new, num_new == seq.num_uncomputed))
-            out.budget -= num_new
+            num_new = min(seq.num_uncomputed, out.budget)
+            self._schedule_one(seq, num_new, self._samples(seq, num_new), out)
+
+    def _samples(self, seq: Sequence, num_new: int) -> bool:
+        """The step reaches seq's last token and samples (a resuming root forks instead)."""
+        return num_new == seq.num_uncomputed and not (seq.group is not None
+                                                      and seq.group.resuming)
+
+    def _schedule_beams(self, members: list[Sequence], out: SchedulerOutput) -> None:
+        """A forked beam group: every live beam samples in this step, or none does (each
+        then computes up to, not including, its last token)."""
+        all_sample = sum(m.num_uncomputed for m in members) <= out.budget
+        for m in list(members):
+            num = m.num_uncomputed if all_sample else min(m.num_uncomputed - 1, out.budget)
+            if num > 0 and not self._schedule_one(m, num, all_sample, out):
+                return  # the group was preempted
+
+    def _schedule_one(self, seq: Sequence, num_new: int, samples: bool,
+                      out: SchedulerOutput) -> bool:
+        """Slots for seq's next `num_new` tokens (preempting while short); False when seq
+        itself was preempted."""
+        copies = self._allocate_or_preempt(seq, num_new, out)
+        if copies is None:
+            return False
+        out.copies.extend(copies)
+        out.scheduled.append(ScheduledSeq(seq, num_new, samples))
+        out.budget -= num_new
+        return True
 
     def _allocate_or_preempt(
         self, seq: Sequence, num_new: int, out: SchedulerOutput
@@ -131,26 +168,47 @@ class Scheduler:
                 return copies
             victim = max(self.running, key=lambda s: (s.priority, s.arrival_order))
             self._preempt(victim, out)
-            if victim is seq:
+            if seq.status is not SeqStatus.RUNNING:  # seq, or its group, was the victim
                 return None
 
     def _preempt(self, victim: Sequence, out: SchedulerOutput) -> None:
-        for i, item in enumerate(out.scheduled):
-            if item.seq is victim:  # already scheduled this step: give its tokens back
-                out.budget += item.num_new_tokens
-                del out.scheduled[i]
-                break
-        self.running.remove(victim)
-        self.kv.free(victim)
-        victim.num_computed_tokens = 0
-        victim.num_preemptions += 1
+        """Recompute later: free the victim's blocks (a group's: every member's) and
+        queue it again at its place."""
+        group = victim.group
+        if group is not None and group.root is None:  # a forked group: all of it
+            for member in group.members:
+                self._evict(member, out)
+            victim = forks.resume_root(group)
+        else:
+            self._evict(victim, out)
+            victim.num_computed_tokens = 0
+        victim.head.num_preemptions += 1
         self.num_preemptions += 1
         out.preempted.append(victim)
         self._push_waiting(victim)
 
+    def _evict(self, seq: Sequence, out: SchedulerOutput) -> None:
+        """seq leaves running: this step's tokens go back to the budget, its blocks to
+        the pool."""
+        for i, item in enumerate(out.scheduled):
+            if item.seq is seq:  # already scheduled this step: give its tokens back
+                out.budget += item.num_new_tokens
+                del out.scheduled[i]
+                break
+        if out.copies:  # its copies into blocks it gives back are not made
+            own = set(seq.block_ids)
+            out.copies = [(src, dst) for src, dst in out.copies if dst not in own]
+        self.running.remove(seq)
+        self.num_seats -= seats_of(seq)
+        self.kv.free(seq)
+        seq.status = SeqStatus.WAITING
+
     def _schedule_waiting(self, out: SchedulerOutput) -> None:
-        while self.waiting and out.budget > 0 and len(self.running) < self.config.max_num_seqs:
+        cap = self.config.max_num_seqs
+        while self.waiting and out.budget > 0:
             seq = self.waiting[0][2]
+            if self.num_seats + seats_of(seq) > cap:
+                break  # the batch cap: a group needs a seat for each of its outputs
             full = self.config.admission == "full_prompt"
             if not self.kv.admit(seq, out.budget, full):
                 break  # head of the queue waits for memory; no overtaking (priority order)
@@ -158,21 +216,29 @@ class Scheduler:
             num_new = min(seq.num_uncomputed, out.budget)
             seq.status = SeqStatus.RUNNING
             self.running.append(seq)
+            self.num_seats += seats_of(seq)
             out.admitted.append(seq)
-            out.scheduled.append(ScheduledSeq(seq, num_new, num_new == seq.num_uncomputed))
+            out.scheduled.append(ScheduledSeq(seq, num_new, self._samples(seq, num_new)))
             out.budget -= num_new
 
     # -- after the model ran ----------------------------------------------------------
     def commit(self, out: SchedulerOutput) -> None:
         """The step's tokens are computed: advance progress (their full blocks were
-        registered in the prefix cache when they were scheduled)."""
+        registered in the prefix cache when they were scheduled). A resuming group's
+        root that has computed its prefix forks into the group's members again."""
         for item in out.scheduled:
-            item.seq.num_computed_tokens += item.num_new_tokens
+            seq = item.seq
+            seq.num_computed_tokens += item.num_new_tokens
+            group = seq.group
+            if group is not None and group.resuming and group.root is seq \
+                    and not seq.num_uncomputed:
+                forks.resume(self, group)
 
     def finish(self, seq: Sequence, reason: str) -> None:
-        """End a sequence (done, cancelled): free its blocks tail first."""
+        """End a sequence (done, cancelled, a dropped beam): free its blocks tail first."""
         if seq.status is SeqStatus.RUNNING:
             self.running.remove(seq)
+            self.num_seats -= seats_of(seq)
         elif seq.status is SeqStatus.WAITING:
             self.waiting = [w for w in self.waiting if w[2] is not seq]
             heapq.heapify(self.waiting)

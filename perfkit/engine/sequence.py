@@ -11,6 +11,7 @@ from perfkit.engine.detokenizer import Detokenizer
 from perfkit.engine.sampling_params import GREEDY, SamplingParams
 
 if TYPE_CHECKING:
+    from perfkit.engine.group import SequenceGroup
     from perfkit.engine.guard.structured import Grammar
 
 
@@ -63,6 +64,15 @@ class Sequence:
     fsm_state: int = 0  # tool calls, structured output: DFA state after the output so far
     grammar: Grammar | None = None  # structured output still constrained (params.grammar)
     loop_start: int | None = None  # finish "loop": output index where the repeated cycle starts
+    # several outputs of one request (engine/group.py): n samples or W beams; None: one
+    group: SequenceGroup | None = None
+    index: int = 0  # the output's place in its group: sample index, or beam rank
+    cum_logprob: float = 0.0  # beam search: the log-probability of the output so far
+
+    @property
+    def head(self) -> Sequence:
+        """The request's sequence (what add_request returned): itself, or its group's."""
+        return self if self.group is None else self.group.head
 
     @property
     def num_tokens(self) -> int:

@@ -12,10 +12,13 @@ live run (fragmentation/live.py), so both see the same step clock and accounting
 `account` reads one step's pool state, the same way for both:
     allocated = used blocks x block_size (shared blocks once)
     used      = allocated - the unfilled tails of running requests' block tables
+                (a last block shared by several outputs once)
     internal  = per running request, table slots beyond its kv_len
-                (min(prompt + max_tokens, max_model_len) - 1)
+                (min(prompt + max_tokens, max_model_len) - 1), a shared last block once
     reserved  = allocated - used - internal;  free = free blocks x block_size
     external  = 0 (any free block serves any request)
+    saved     = the tables' entries - used blocks: what sharing saves (prefix hits,
+                a request's outputs sharing their prompt and, beams, their past)
 The waiting queue is not capped (max_waiting is raised to the number of requests):
 the replay measures memory, not the front door's queue limit. A closed loop assigns
 arrivals as requests finish, by the paged kernel's rule (`drive_arrivals`).
@@ -30,7 +33,8 @@ from dataclasses import dataclass, field
 from perfkit.config.schema import Profile
 from perfkit.engine.blocks import BlockPool, PoolCounters
 from perfkit.engine.engine import Engine
-from perfkit.engine.executor import null_executor
+from perfkit.engine.executor import TOP1_MEAN, null_executor
+from perfkit.engine.kv_manager import table_tails
 from perfkit.engine.scheduler import SchedulerOutput
 from perfkit.engine.sequence import Sequence
 from perfkit.fragmentation.types import PolicyResult, Slots
@@ -44,12 +48,16 @@ UNLIMITED = 1 << 40  # a token budget no step reaches
 def account(pool: BlockPool, running: list[Sequence], max_model_len: int) -> Slots:
     """One step's pool by waste kind (see module doc)."""
     bs = pool.block_size
-    tails = internal = 0
+    tails, _ = table_tails(running, bs)
+    internal = 0
+    last_blocks: set[int] = set()
     for seq in running:
-        table = len(seq.block_ids) * bs
-        tails += table - seq.num_computed_tokens
+        table = seq.block_ids
+        if not table or table[-1] in last_blocks:
+            continue
+        last_blocks.add(table[-1])
         kv_len = min(seq.num_prompt_tokens + seq.max_tokens, max_model_len) - 1
-        internal += max(0, table - kv_len)
+        internal += max(0, len(table) * bs - kv_len)
     allocated = pool.num_used_blocks * bs
     used = allocated - tails
     return Slots(used, allocated - used - internal, internal, 0, pool.num_free_blocks * bs)
@@ -70,6 +78,8 @@ class Recorder:
     peak_sequences: int = 0
     timeline: list[tuple[int, int]] = field(default_factory=list)  # (blocks, slots used)
     cached_free: list[int] = field(default_factory=list)  # cached-but-free blocks per step
+    saved: list[int] = field(default_factory=lambda: [0, 0])  # block-steps saved; peak
+    shared: list[int] = field(default_factory=lambda: [0, 0])  # shared block-steps; peak
 
     def record(self, t: int, pool: BlockPool, running: list[Sequence], num_ran: int) -> None:
         slots = account(pool, running, self.max_model_len)
@@ -80,17 +90,25 @@ class Recorder:
         self.peak_sequences = max(self.peak_sequences, num_ran)
         self.timeline.append((pool.num_used_blocks, slots.used))
         self.cached_free.append(pool.num_cached_free_blocks)
+        saved = sum(len(s.block_ids) for s in running) - pool.num_used_blocks
+        self.saved[0] += saved
+        self.saved[1] = max(self.saved[1], saved)
+        self.shared[0] += pool.num_shared_blocks
+        self.shared[1] = max(self.shared[1], pool.num_shared_blocks)
         self.steps += 1
 
-    def result(self, finished: int, rejected: int, preempted: int) -> PolicyResult:
+    def result(self, finished: int, rejected: int, preempted: int,
+               copy_on_writes: int | None = None) -> PolicyResult:
         return PolicyResult(
             name=self.name, kind="paged", block_size=self.block_size,
             pool_slots=self.num_blocks * self.block_size, num_blocks=self.num_blocks,
             num_steps=self.steps, totals=Slots(*self.sums), peak=self.peak,
             peak_step=self.peak_step, free_gap_sum=0.0, free_gap_peak=0.0,
-            saved_block_steps=0, peak_saved_blocks=0, peak_sequences=self.peak_sequences,
-            num_finished=finished, num_rejected=rejected, num_preempted=preempted,
-            num_queued_for_memory=0, num_queued_for_seqs=0, timeline=self.timeline,
+            saved_block_steps=self.saved[0], peak_saved_blocks=self.saved[1],
+            peak_sequences=self.peak_sequences, num_finished=finished,
+            num_rejected=rejected, num_preempted=preempted, num_queued_for_memory=0,
+            num_queued_for_seqs=0, timeline=self.timeline, shared_block_steps=self.shared[0],
+            peak_shared_blocks=self.shared[1], copy_on_writes=copy_on_writes,
         )
 
 
@@ -176,20 +194,25 @@ def record_engine(engine: Engine, specs: list[RequestSpec], arrival_steps: list[
 def replay_scheduler(
     profile: Profile, specs: list[RequestSpec], arrival_steps: list[int],
     unlimited_budget: bool = False, name: str | None = None, clients: int = 0,
-    client_delay: int = 0,
+    client_delay: int = 0, top1_mean: float = TOP1_MEAN,
 ) -> ExactReplay:
     """Step the real Engine over `specs` (arriving at `arrival_steps`, or sent by `clients`
-    clients `client_delay` steps after each answer), null executor."""
+    clients `client_delay` steps after each answer), null executor. Requests with several
+    outputs sample distinct tokens (a preempted group's outputs share their common prefix
+    only), and their beams keep and drop by the null executor's synthetic
+    log-probabilities of mean top-1 probability `top1_mean`."""
     eng = profile.engine
     replay = dataclasses.replace(
         eng, guard=False, max_waiting=max(len(specs), 1),
         max_num_batched_tokens=UNLIMITED if unlimited_budget else eng.max_num_batched_tokens)
+    groups = any(max(s.n, s.beam_width) > 1 for s in specs)
     engine = Engine(dataclasses.replace(profile, engine=replay),
-                    executor=null_executor(NULL_TOKEN))
+                    executor=null_executor(None if groups else NULL_TOKEN, top1_mean))
     engine.record_timeline = False  # the Recorder accounts every step itself
     rec = Recorder(name or f"paged-{eng.block_size} (scheduler)", eng.block_size,
                    engine.pool.num_blocks, eng.max_model_len)
     finished, rejected = record_engine(engine, specs, arrival_steps, rec, None, clients,
                                        client_delay)
-    return ExactReplay(rec.result(finished, rejected, engine.scheduler.num_preemptions),
-                       dataclasses.replace(engine.pool.counters), rec.cached_free)
+    counters = dataclasses.replace(engine.pool.counters)
+    return ExactReplay(rec.result(finished, rejected, engine.scheduler.num_preemptions,
+                                  counters.copy_on_writes), counters, rec.cached_free)

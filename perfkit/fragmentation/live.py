@@ -6,7 +6,10 @@ every step that ran a request the same way as the replays (`exact.record_engine`
 `exact.account`). Beside it: the scheduler replay, the same Engine with the null
 executor (`exact.replay_scheduler`, the same token budget; it must agree at every
 step) and the fast paged replay (the same token budget; with prefix caching it may
-differ where the engine re-hits a preempted request's own blocks, see `paged`).
+differ where the engine re-hits a preempted request's own blocks, see `paged`). With
+several outputs per request there is no fast replay, and beam search agrees with the
+scheduler replay only while their beams keep and drop alike: the model's log-probabilities
+decide that in the engine, the null executor's synthetic ones in the replay.
 
 Memory: on CUDA the caching allocator's reserved, allocated and inactive-split
 bytes (`measure.cuda_mem`); on CPU the process RSS (psutil), sampled every step.
@@ -114,7 +117,8 @@ def run_engine(profile: Profile, specs: list[RequestSpec], steps: list[int]) -> 
                                        lambda: rss.append(proc.memory_info().rss))
     wall = time.perf_counter() - start
     own = [(k.blocks_used, k.slots_used) for k in engine.stats.kv_timeline]
-    return LiveReport(rec.result(finished, rejected, engine.scheduler.num_preemptions), own,
+    return LiveReport(rec.result(finished, rejected, engine.scheduler.num_preemptions,
+                                 pool.counters.copy_on_writes), own,
                       dataclasses.replace(pool.counters), rec.cached_free,
                       _memory(engine, rss), [], [], wall)
 
@@ -139,12 +143,14 @@ def live(profile: Profile, num_requests: int, arrivals: Arrivals, step_s: float)
     report = run_engine(profile, specs, steps)
     exact: ExactReplay = replay_scheduler(profile, specs, steps,
                                           name=f"paged-{eng.block_size} (scheduler replay)")
-    trace = specs_trace(specs, profile.workload.shared_prefix.length, eng.max_model_len,
-                        arrivals, step_s)
-    fast = simulate_paged(trace, usable_blocks(profile), eng.block_size, eng.max_num_seqs,
-                          eng.prefix_caching, f"paged-{eng.block_size} (fast replay)",
-                          timeline=True, max_num_batched_tokens=eng.max_num_batched_tokens,
-                          full_prompt=eng.admission == "full_prompt")
-    report.replays = [exact.result, fast]
+    report.replays = [exact.result]
+    if all(max(s.n, s.beam_width) == 1 for s in specs):  # the kernel: one output each
+        trace = specs_trace(specs, profile.workload.shared_prefix.length, eng.max_model_len,
+                            arrivals, step_s)
+        report.replays.append(simulate_paged(
+            trace, usable_blocks(profile), eng.block_size, eng.max_num_seqs,
+            eng.prefix_caching, f"paged-{eng.block_size} (fast replay)", timeline=True,
+            max_num_batched_tokens=eng.max_num_batched_tokens,
+            full_prompt=eng.admission == "full_prompt"))
     report.agreements = [agreement(r.name, report.engine, r) for r in report.replays]
     return report

@@ -36,6 +36,7 @@ from perfkit.config.presets import GPU_MEMORY
 from perfkit.config.profile import pool_blocks
 from perfkit.config.schema import ModelConfig, Profile
 from perfkit.config.units import format_bytes, parse_size
+from perfkit.engine.executor import TOP1_MEAN
 from perfkit.errors import PerfkitError
 from perfkit.fragmentation.contiguous import (
     reserve_exact,
@@ -43,6 +44,7 @@ from perfkit.fragmentation.contiguous import (
     reserve_pow2,
     simulate_contiguous,
 )
+from perfkit.fragmentation.groups import expand, replay_paged
 from perfkit.fragmentation.paged import simulate_paged
 from perfkit.fragmentation.trace import lengths_trace
 from perfkit.fragmentation.types import Arrivals, PolicyResult, Trace
@@ -106,6 +108,8 @@ class FragConfig:
     jobs: int = 2  # processes replaying policies
     clients: int = 0  # --arrivals closed: clients (the delay: workload.client_delay_steps)
     jit: bool = True  # the compiled replays (False: the plain-Python reference)
+    # beam search replays: the null executor's mean top-1 probability (fragmentation/groups)
+    beam_top1: float = TOP1_MEAN
 
 
 @dataclass(frozen=True)
@@ -132,6 +136,9 @@ class FragReport:
 
 # -- replays ---------------------------------------------------------------------------
 _TRACE: Trace | None = None  # the trace forked workers replay
+# with several outputs per request: the profile (paged replays run the Engine), the
+# beam model's mean top-1 probability, and the trace as contiguous policies reserve it
+_GROUPS: tuple[Profile, float, Trace] | None = None
 
 
 class Job(NamedTuple):
@@ -150,7 +157,15 @@ def _replay(job: Job) -> tuple[PolicyResult, float]:
     """One policy's replay and the CPU seconds it took."""
     assert _TRACE is not None
     start = time.process_time()
-    if job.name in CONTIGUOUS:
+    if _GROUPS is not None:
+        profile, top1, outputs = _GROUPS
+        if job.name in CONTIGUOUS:
+            result = simulate_contiguous(outputs, job.pool, CONTIGUOUS[job.name],
+                                         job.max_num_seqs, job.name, use_jit=job.jit)
+        else:
+            result = replay_paged(profile, _TRACE, job.name, job.block_size, job.pool,
+                                  job.name.endswith("+prefix"), top1)
+    elif job.name in CONTIGUOUS:
         result = simulate_contiguous(_TRACE, job.pool, CONTIGUOUS[job.name], job.max_num_seqs,
                                      job.name, use_jit=job.jit)
     else:
@@ -224,11 +239,14 @@ def trace_and_kernels(profile: Profile, cfg: FragConfig, num_procs: int) -> Trac
         pool.shutdown(wait=False)  # the child exits on its own once the trace is sent
 
 
-def _run_jobs(jobs: list[Job], trace: Trace, num_procs: int) -> list[tuple[PolicyResult, float]]:
+def _run_jobs(jobs: list[Job], trace: Trace, num_procs: int,
+              groups: tuple[Profile, float] | None = None) -> list[tuple[PolicyResult, float]]:
     """Each job's replay, in `num_procs` forked workers sharing `trace` (inherited, not
-    pickled) and the kernels loaded before (`trace_and_kernels`)."""
-    global _TRACE
+    pickled) and the kernels loaded before (`trace_and_kernels`); `groups` (profile, beam
+    top-1 mean) when requests have several outputs."""
+    global _TRACE, _GROUPS
     _TRACE = trace
+    _GROUPS = None if groups is None else (*groups, expand(trace))
     try:
         if num_procs <= 1 or not _can_fork():
             return [_replay(job) for job in jobs]
@@ -236,7 +254,7 @@ def _run_jobs(jobs: list[Job], trace: Trace, num_procs: int) -> list[tuple[Polic
         with ProcessPoolExecutor(max_workers=num_procs, mp_context=ctx) as pool:
             return list(pool.map(_replay, jobs, chunksize=1))
     finally:
-        _TRACE = None
+        _TRACE = _GROUPS = None
 
 
 def simulate(profile: Profile, budget: Budget, cfg: FragConfig) -> FragReport:
@@ -244,9 +262,13 @@ def simulate(profile: Profile, budget: Budget, cfg: FragConfig) -> FragReport:
     start = time.perf_counter()
     procs = min(cfg.jobs, os.cpu_count() or 1)
     trace = trace_and_kernels(profile, cfg, procs)
+    if trace.has_groups and trace.clients:
+        raise PerfkitError("--arrivals closed: not with several outputs per request "
+                           "(workload.n, workload.beam_width); use saturate or profile")
     jobs = _jobs(profile, budget, cfg, trace)
     procs = min(procs, len(jobs))
-    done = _run_jobs(jobs, trace, procs)
+    groups = (profile, cfg.beam_top1) if trace.has_groups else None
+    done = _run_jobs(jobs, trace, procs, groups)
     results = {r.name: (r, s) for r, s in done}
     prefix_name = f"paged-{profile.engine.block_size}+prefix"
     if prefix_name not in results:  # no shared prefix: identical to the plain replay
@@ -319,7 +341,7 @@ def verdict(p: PolicyResult) -> str:
         per = p.num_preempted / max(p.num_finished, 1)
         line += f", {p.num_preempted:,} preemptions ({per:.1f} per request)"
     if p.saved_block_steps:
-        line += f", prefix sharing saves {p.shared_saving:.1%} of the pool"
+        line += f", sharing blocks saves {p.shared_saving:.1%} of the pool"
     return line
 
 

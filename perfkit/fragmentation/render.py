@@ -20,6 +20,7 @@ from perfkit.config.profile import profile_sha256
 from perfkit.config.units import format_bytes
 from perfkit.fragmentation.live import LiveReport
 from perfkit.fragmentation.policies import FragReport, limiter, profile_policy, verdict
+from perfkit.fragmentation.render_sharing import render_sharing, sharing_dict
 from perfkit.fragmentation.types import KINDS, PolicyResult, Slots
 
 SCHEMA = "perfkit.fragmentation/1"
@@ -78,7 +79,7 @@ def _policy_table(policies: list[PolicyResult]) -> Table:
 
 def _requests_table(policies: list[PolicyResult]) -> Table:
     table = _table("requests (running = most at once; queued = waited for memory; "
-                   "shared = pool saved by prefix sharing)")
+                   "shared = blocks saved by sharing / pool blocks)")
     for head in ("policy", "pool slots", "running", "preempted", "queued", "rejected",
                  "shared"):
         table.add_column(head, justify="left" if head == "policy" else "right", no_wrap=True)
@@ -135,6 +136,9 @@ def render(rep: FragReport, live: LiveReport | None = None) -> RenderableType:
               _peak_table(policies),
               Text("frag = 1 - largest free run / free slots (contiguous)", style="dim"),
               Text()]
+    sharing = render_sharing(rep, policies)
+    if sharing is not None:
+        parts += [sharing, Text()]
     verdicts = Text("verdicts\n", style="bold")
     for p in rep.policies:
         verdicts.append(f"  {p.name}: {verdict(p)}\n")
@@ -196,7 +200,9 @@ def _divergence_hint(name: str) -> str:
         return ("; the fast replay caches only the workload's shared prefixes, so a "
                 "preempted request that hits its own cached blocks in the engine shifts its "
                 "steps: set engine.prefix_caching=false to compare step for step")
-    return "; the engine and the scheduler replay should agree: please report this"
+    return ("; the engine and the scheduler replay should agree (but for beam search, whose "
+            "beams the model keeps and drops in the engine and a synthetic distribution in "
+            "the replay): please report this")
 
 
 def _memory_line(live: LiveReport) -> str:
@@ -224,6 +230,10 @@ def policy_dict(p: PolicyResult) -> dict[str, Any]:
         peak={**_slots(p.peak), "step": p.peak_step, "free_run_gap": p.free_gap_peak},
         free_run_gap=p.mean_free_gap, shared_saving=p.shared_saving,
         shared_saving_blocks={"mean": p.mean_saved_blocks, "peak": p.peak_saved_blocks},
+        memory_saving=p.memory_saving,
+        shared_blocks={"mean": p.shared_block_steps / p.num_steps if p.num_steps else 0.0,
+                       "peak": p.peak_shared_blocks},
+        copy_on_writes=p.copy_on_writes,
         peak_sequences=p.peak_sequences, pool_slots=p.pool_slots, num_blocks=p.num_blocks,
         steps=p.num_steps, finished=p.num_finished, rejected=p.num_rejected,
         preempted=p.num_preempted, queued_for_memory=p.num_queued_for_memory,
@@ -265,6 +275,7 @@ def to_dict(rep: FragReport, live: LiveReport | None = None) -> dict[str, Any]:
                   "clients": tr.clients or None, "client_delay_steps": tr.client_delay,
                   "no_delay_preemptions": rep.no_delay_preemptions},
         "policies": [policy_dict(p) for p in rep.policies],
+        "sharing": sharing_dict(rep),
         "verdicts": {p.name: verdict(p) for p in rep.policies},
         "limited_by": dict(zip(("kind", "reason"), limiter(rep), strict=True)),
         "recommendation": {"block_size": rep.recommendation.block_size,

@@ -23,7 +23,7 @@ from pathlib import Path
 from perfkit.config.schema import Profile
 from perfkit.fragmentation.lengths import length_columns
 from perfkit.fragmentation.types import Arrivals, Trace
-from perfkit.workload import RequestLengths, RequestSpec, generate
+from perfkit.workload import RequestLengths, RequestSpec, generate, output_counts, with_outputs
 
 
 def _steps(times: list[float], arrivals: Arrivals, step_s: float) -> list[int]:
@@ -45,8 +45,10 @@ def lengths_trace(
         trace = _dataset_trace(profile, num_requests, arrivals, step_s)
     elif arrivals != "profile":  # no arrival times needed: the columns at once
         c = length_columns(profile.workload, mml, num_requests)
+        ns, widths = output_counts(profile.workload, num_requests)
         trace = Trace(c.prompt_len, c.max_tokens, c.priority, c.prefix_group,
-                      profile.workload.shared_prefix.length, [0] * num_requests, mml)
+                      profile.workload.shared_prefix.length, [0] * num_requests, mml,
+                      n=ns, beam_width=widths)
     else:
         shapes = generate(profile.workload, profile.model.vocab_size, mml, num_requests,
                           tokens=False)
@@ -75,7 +77,7 @@ def _dataset_trace(profile: Profile, num_requests: int, arrivals: Arrivals,
     records = records_of(profile)[:num_requests]
     builder = SpecBuilder(Path(ds.path), profile.model.vocab_size, wl.output_len, wl.seed,
                           load_tokenizer(ds.tokenizer) if ds.tokenizer else None)
-    shapes = record_lengths(records, builder)
+    shapes = with_outputs(record_lengths(records, builder), wl)
     prefix = MOONCAKE_BLOCK if any(s.prefix_group is not None for s in shapes) else 0
     return specs_trace(shapes, prefix, profile.engine.max_model_len, arrivals, step_s)
 
@@ -90,6 +92,7 @@ def specs_trace(
         [s.priority for s in specs],
         [-1 if s.prefix_group is None else s.prefix_group for s in specs],
         prefix_len, _steps([s.arrival_s for s in specs], arrivals, step_s), max_model_len,
+        n=[s.n for s in specs], beam_width=[s.beam_width for s in specs],
     )
 
 

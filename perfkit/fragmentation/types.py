@@ -48,10 +48,22 @@ class Trace:
     # arrival_step as given
     clients: int = 0
     client_delay: int = 0  # steps from a finish to the client's next arrival, minus one
+    # outputs per request (workload.n, workload.beam_width); empty: one each
+    n: list[int] = field(default_factory=list)
+    beam_width: list[int] = field(default_factory=list)
 
     @property
     def num_requests(self) -> int:
         return len(self.prompt_len)
+
+    @property
+    def has_groups(self) -> bool:
+        """Some request asks for several outputs (parallel samples or beams)."""
+        return any(x > 1 for x in self.n) or any(x > 1 for x in self.beam_width)
+
+    def width(self, i: int) -> int:
+        """Outputs of request i."""
+        return max(self.n[i] if self.n else 1, self.beam_width[i] if self.beam_width else 1)
 
     def kv_len(self, i: int) -> int:
         """K/V slots request i ever holds: prompt + output - 1, where the engine also
@@ -122,6 +134,12 @@ class PolicyResult:
     timeline: list[tuple[int, int]] = field(default_factory=list)  # (blocks, slots used)/step
     # requests that waited while a step's token budget was spent (paged replays)
     num_queued_for_budget: int = 0
+    # requests with several outputs (the engine replays, fragmentation/exact.py): blocks in
+    # more than one table, summed over steps and at most; copies of shared blocks made
+    # before a write (None: a replay that does not model them)
+    shared_block_steps: int = 0
+    peak_shared_blocks: int = 0
+    copy_on_writes: int | None = None
 
     @property
     def mean_free_gap(self) -> float:
@@ -138,3 +156,13 @@ class PolicyResult:
     @property
     def mean_saved_blocks(self) -> float:
         return self.saved_block_steps / self.num_steps if self.num_steps else 0.0
+
+    @property
+    def memory_saving(self) -> float | None:
+        """The PagedAttention paper's measure (§6.3, Fig. 15): blocks saved by sharing /
+        blocks needed without sharing, over the steps (allocated + saved). None for
+        contiguous policies, which cannot share."""
+        if self.block_size is None:
+            return None
+        needed = self.totals.occupied // self.block_size + self.saved_block_steps
+        return self.saved_block_steps / needed if needed else 0.0

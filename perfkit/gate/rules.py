@@ -130,6 +130,14 @@ METRICS: dict[str, Metric] = {m.name: m for m in [
            read=lambda lv: lv.kv.waste_slots, scheduled=True, unmeasured=REMOTE_BLOCKS),
     Metric("steps", "count", "steps", "engine steps", read=lambda lv: lv.counts.steps,
            scheduled=True, unmeasured="a client cannot count a remote engine's steps"),
+    Metric("outputs", "count", "outputs", "outputs of served requests (n samples or beams)",
+           read=lambda lv: lv.counts.outputs),
+    Metric("kv_saved_blocks", "count", "blocks", "mean KV blocks per step that sharing saves "
+           "(a request's outputs, prefix hits)", read=lambda lv: lv.kv.mean_blocks_saved,
+           scheduled=True, unmeasured=REMOTE_BLOCKS),
+    Metric("copy_on_writes", "count", "copies", "shared KV blocks copied before a write",
+           read=lambda lv: lv.counts.pool_copy_on_writes, scheduled=True,
+           unmeasured=REMOTE_BLOCKS),
 ]}
 
 
@@ -166,6 +174,9 @@ DEFAULT_RULES: dict[str, GateRule] = {
     "preemptions": _rule("lower", 0.0), "prefix_hits": _rule("higher", 0.0),
     "kv_peak_blocks": _rule("lower", 0.0), "kv_waste_slots": _rule("lower", 0.0),
     "steps": _rule("lower", 0.0, required=False),
+    "outputs": _rule("higher", 0.0, required=False),
+    "kv_saved_blocks": _rule("higher", 0.0, required=False),
+    "copy_on_writes": _rule("lower", 0.0, required=False),
 }
 
 

@@ -15,7 +15,10 @@ What a record holds (times in seconds since the level started, perf_counter):
                   chunks of one read share its time (`coalesced_chunks` counts those after
                   the first: their gaps were not timed). A chunk may hold several tokens,
                   so ITL samples are chunk gaps (equal to token gaps when the server
-                  streams one token per chunk, as perfkit serve does).
+                  streams one token per chunk, as perfkit serve does). With n > 1 (or
+                  beam search) this is choice 0's; more_token_times_s holds the other
+                  choices', by the chunks' index: TTFT and TPOT are per choice
+                  (RequestRecord), output tokens every choice's.
   output_tokens   usage.completion_tokens when the server sends usage, else chunks.
   prompt_tokens   usage.prompt_tokens, else the spec's prompt length.
   cached_tokens   usage.prompt_tokens_details.cached_tokens, else 0 (`cached_reported`
@@ -119,6 +122,10 @@ def request_body(spec: RequestSpec, model: str, endpoint: str = "completions",
         body["priority"] = spec.priority
     if spec.tool_call:  # perfkit serve's extension: a guarded tool call
         body["tool_call"] = True
+    if max(spec.n, spec.beam_width) > 1:  # several choices; beams: vLLM's use_beam_search
+        body["n"] = max(spec.n, spec.beam_width)
+        if spec.beam_width > 1:
+            body["use_beam_search"] = True
     return body
 
 
@@ -135,7 +142,8 @@ class _Stream:
     come in the connection's own callback, stamped once per read)."""
 
     t0: float  # the level's origin (perf_counter)
-    times: list[float] = field(default_factory=list)
+    times: list[float] = field(default_factory=list)  # choice 0's token chunks
+    more: dict[int, list[float]] = field(default_factory=dict)  # other choices', by index
     coalesced: int = 0  # token chunks read together with the previous token chunk
     finish_reason: str | None = None
     usage: dict[str, object] | None = None
@@ -175,7 +183,7 @@ class _Stream:
             self.error = "server error"
             return True
         if chunk.has_token:
-            times = self.times
+            times = self.times if not chunk.choice else self.more.setdefault(chunk.choice, [])
             if times and times[-1] == now:  # in the same read as the previous chunk
                 self.coalesced += 1
             times.append(now)
@@ -207,7 +215,7 @@ class RemoteServe:
         rec = RequestRecord(
             request_id=spec.request_id, arrival_s=sent if arrival_s is None else arrival_s,
             prompt_tokens=len(spec.prompt), output_tokens=0, warmup=warmup, sent_s=sent,
-            trace_id=new_trace_id())
+            trace_id=new_trace_id(), num_outputs=max(spec.n, spec.beam_width))
         rec.arrival_unix_ns = time.time_ns() - round((sent - rec.arrival_s) * 1e9)
         stream = _Stream(self.t0)
         try:
@@ -242,10 +250,12 @@ class RemoteServe:
     def _finish(self, rec: RequestRecord, stream: _Stream) -> None:
         prompt, completion, cached = usage_counts(stream.usage)
         rec.token_times_s = stream.times
+        rec.more_token_times_s = [stream.more.get(i, []) for i in range(1, rec.num_outputs)]
+        every = [t for t in (stream.times, *rec.more_token_times_s) if t]
         rec.coalesced_chunks = stream.coalesced
         rec.response_id = stream.response_id
-        rec.first_token_s = stream.times[0] if stream.times else None
-        rec.output_tokens = completion if completion is not None else len(stream.times)
+        rec.first_token_s = min(t[0] for t in every) if every else None
+        rec.output_tokens = completion if completion is not None else sum(map(len, every))
         rec.prompt_tokens = prompt if prompt is not None else rec.prompt_tokens
         rec.cached_tokens = cached or 0
         self.cached_reported = self.cached_reported or cached is not None
@@ -260,7 +270,7 @@ class RemoteServe:
             rec.finish_s = time.perf_counter() - self.t0
         else:
             rec.finish_reason = stream.finish_reason
-            rec.finish_s = stream.times[-1] if stream.times else time.perf_counter() - self.t0
+            rec.finish_s = max(t[-1] for t in every) if every else time.perf_counter() - self.t0
         if stream.error is not None:
             rec.error = stream.error
             self.errors[rec.request_id] = stream.error

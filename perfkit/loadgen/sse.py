@@ -19,7 +19,9 @@ single event of any size is read whole.
 
 A chunk may carry several tokens (servers coalesce them, or hold back text that
 is not yet a whole character), so token counts come from `usage` when the server
-sends it, and chunk arrival times are the inter-token samples.
+sends it, and chunk arrival times are the inter-token samples. A request with several
+choices (n) streams each choice's chunks with its `index` (one choice per chunk, as
+vLLM and perfkit serve send them).
 """
 
 from __future__ import annotations
@@ -85,6 +87,7 @@ class Chunk(NamedTuple):
     finish_reason: str | None
     usage: dict[str, Any] | None
     error: str | None  # an error object the server sent inside the stream
+    choice: int = 0  # the index of the choice the chunk belongs to (n > 1)
 
 
 def _error_text(error: Any) -> str:
@@ -106,13 +109,14 @@ def parse_chunk(data: str | bytes) -> Chunk:
     type count as absent: a malformed chunk never raises anything else.
 
     Most chunks of a stream are one token, with one finish_reason, null, and neither usage
-    nor an error: those are known without decoding the JSON (quotes inside JSON strings
-    are escaped, so these byte patterns can only be keys; a test holds this fast path to
-    the decoder on any JSON). Anything else is decoded."""
+    nor an error, and choice 0 (or no index): those are known without decoding the JSON
+    (quotes inside JSON strings are escaped, so these byte patterns can only be keys; a
+    test holds this fast path to the decoder on any JSON). Anything else is decoded."""
     if (isinstance(data, bytes) and data[:1] == b"{" and data[-1:] == b"}"
             and data.count(b'"finish_reason"') == 1
             and (_NULL_REASON[0] in data or _NULL_REASON[1] in data)
-            and b'"usage"' not in data and b'"error"' not in data):
+            and b'"usage"' not in data and b'"error"' not in data
+            and _first_choice(data)):
         return TOKEN
     obj = json.loads(data.decode("utf-8", "replace") if isinstance(data, bytes) else data)
     if not isinstance(obj, dict):
@@ -129,9 +133,17 @@ def parse_chunk(data: str | bytes) -> Chunk:
     delta = choice.get("delta")
     text = _str(choice.get("text")) or (_str(delta.get("content")) if isinstance(delta, dict)
                                         else "")
+    index = _int(choice.get("index")) or 0
     # A chunk without a finish reason is a token chunk even if its text is empty (a
     # token that decodes to nothing yet); the finishing chunk counts only with text.
-    return Chunk(bool(text) or reason is None, reason, usage, None)
+    return Chunk(bool(text) or reason is None, reason, usage, None, max(index, 0))
+
+
+def _first_choice(data: bytes) -> bool:
+    """The chunk's one "index" key is 0 (JSON writes no digit after a leading 0), or it
+    has none: choice 0's."""
+    count = data.count(b'"index"')
+    return count == 0 or (count == 1 and (b'"index":0' in data or b'"index": 0' in data))
 
 
 def response_id(data: bytes) -> str | None:

@@ -66,7 +66,9 @@ class VirtualClock:
         seq, rejected = self.engine.add_request(spec)
         record = RequestRecord(
             request_id=spec.request_id, arrival_s=self.now if arrival_s is None else arrival_s,
-            prompt_tokens=len(spec.prompt), output_tokens=0, rejected=rejected, warmup=warmup)
+            prompt_tokens=len(spec.prompt), output_tokens=0, rejected=rejected, warmup=warmup,
+            num_outputs=max(spec.n, spec.beam_width))
+        record.more_token_times_s = [[] for _ in range(record.num_outputs - 1)]
         if rejected is not None:
             record.finish_reason = "rejected"
             on_end(record)
@@ -105,17 +107,20 @@ class VirtualClock:
         self.busy_s += period
         self.steps += 1
         for event in events:
-            flight = self._live[event.seq.seq_id]
-            flight.record.token_times_s.append(self.now)
+            flight = self._live[event.request.seq_id]
+            rec = flight.record
+            (rec.more_token_times_s[event.index - 1] if event.index
+             else rec.token_times_s).append(self.now)
             if event.finished:
                 self._end(flight)
 
     def _end(self, flight: _InFlight) -> None:
         rec, seq = flight.record, flight.seq
         del self._live[seq.seq_id]
-        rec.output_tokens = len(rec.token_times_s)
-        rec.first_token_s = rec.token_times_s[0]
-        rec.finish_s = rec.token_times_s[-1]
+        every = [t for t in (rec.token_times_s, *rec.more_token_times_s) if t]
+        rec.output_tokens = sum(map(len, every))
+        rec.first_token_s = min(t[0] for t in every)
+        rec.finish_s = max(t[-1] for t in every)
         rec.cached_tokens = seq.num_cached_tokens
         rec.num_preemptions = seq.num_preemptions
         rec.finish_reason = seq.finish_reason

@@ -23,6 +23,7 @@ from perfkit.report import flame_embed
 from perfkit.report.charts import Chart, color_of
 from perfkit.report.report_inputs import InMemory, ReportInput, inputs_from_results, load_inputs
 from perfkit.report.resource_charts import cpu_charts, frag_chart, gpu_chart, kv_chart
+from perfkit.report.sweep import SHARING, SHARING_TITLE, rows, shared
 from perfkit.report.sweep_charts import distribution_charts, load_charts, sweeps_of
 from perfkit.report.tail_view import tail_view
 
@@ -90,6 +91,23 @@ def inputs_table(inputs: Sequence[ReportInput]) -> str:
                     f"<td>{_describe(inp)}</td></tr>")
     return ("<table><tr><th>input</th><th>kind</th><th>profile</th><th>summary</th></tr>"
             + "".join(rows) + "</table>")
+
+
+def sharing_html(inputs: Sequence[ReportInput]) -> str:
+    """The Sharing table (report/sweep.py) of every sweep whose requests asked for
+    several outputs or shared blocks; '' when none did."""
+    parts = []
+    many = sum(inp.kind == "sweep" for inp in inputs) > 1
+    for inp in inputs:
+        if inp.sweep is None or not any(shared(lv) for lv in inp.sweep.levels):
+            continue
+        headers, body = rows(inp.sweep, SHARING)
+        head = "".join(f"<th>{_esc(h.replace(chr(10), ' '))}</th>" for h in headers)
+        cells = "".join("<tr>" + "".join(f"<td>{_esc(c)}</td>" for c in r) + "</tr>"
+                        for r in body)
+        parts.append((f"<h3>{_esc(inp.label)}</h3>" if many else "")
+                     + f"<table><tr>{head}</tr>{cells}</table>")
+    return "".join(parts) + ('<p class="note">' + _esc(SHARING_TITLE) + "</p>" if parts else "")
 
 
 def findings_html(inputs: Sequence[ReportInput]) -> str:
@@ -167,7 +185,10 @@ def render_html(inputs: Sequence[ReportInput], flame: str | None = None,
     flame_html = _flame_section(inputs, flame, search_dirs) if sweeps_of(inputs) else ""
     sections = [_section("inputs", "Inputs", inputs_table(inputs))]
     for anchor, title, charts in charts_of(inputs):
-        sections.append(_section(anchor, title, "".join(chart_figure(c) for c in charts)))
+        body = "".join(chart_figure(c) for c in charts)
+        if anchor == "kv":
+            body += sharing_html(inputs)
+        sections.append(_section(anchor, title, body))
     if sweeps_of(inputs):
         sections.append(_section("findings", "Findings", findings_html(inputs)))
         sections.append(_section("flame", "Flame graph", flame_html))

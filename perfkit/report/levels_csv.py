@@ -18,6 +18,7 @@ HEADER = [
     *(f"{m}_{s}_s" for m in METRICS for s in STATS),
     "preemptions", "peak_blocks_used", "blocks_total", "prefix_hit_rate",
     "user_s", "system_s", "minor_faults",
+    "outputs", "mean_blocks_shared", "mean_blocks_saved", "copy_on_writes", "memory_saving",
 ]
 
 
@@ -31,6 +32,8 @@ def _row(lv: LevelResult) -> list[Any]:
         *(getattr(d, s) for d in dists for s in STATS),
         lv.counts.preemptions, lv.kv.peak_blocks_used, lv.kv.blocks_total, lv.prefix_hit_rate,
         *((cpu.user_s, cpu.system_s, cpu.num_minor_faults) if sampled else (None,) * 3),
+        lv.counts.outputs, lv.kv.mean_blocks_shared, lv.kv.mean_blocks_saved,
+        lv.counts.pool_copy_on_writes, lv.kv.memory_saving,
     ]
 
 

@@ -144,9 +144,33 @@ CLIENT: Columns = [
     ("sent late\np99 ms", _client(lambda c: ms(c.send_late.get("p99")))),
     ("deliv-\nered", _client(_delivered)),
 ]
+
+
+def _per_step(value: float | None) -> str:
+    return NA if value is None else num(value, 1)
+
+
+SHARING: Columns = [
+    ("level", level_name),
+    ("outputs", lambda lv: count(lv.counts.outputs)),
+    ("shared\nmean", lambda lv: _per_step(lv.kv.mean_blocks_shared)),
+    ("shared\npeak", lambda lv: count(lv.kv.peak_blocks_shared)),
+    ("saved\nmean", lambda lv: _per_step(lv.kv.mean_blocks_saved)),
+    ("saved\npeak", lambda lv: count(lv.kv.peak_blocks_saved)),
+    ("copy-on-\nwrites", lambda lv: count(lv.counts.pool_copy_on_writes)),
+    ("memory\nsaving", lambda lv: pct(lv.kv.memory_saving, 1)),
+]
+SHARING_TITLE = ("Sharing (counts: blocks in several tables and blocks saved, per step; "
+                 "saving = saved / needed without sharing)")
 TABLES: list[tuple[str, Columns]] = [
     ("Timings (noisy)", TIMINGS), ("CPU, GC, GPU (noisy)", RESOURCES),
     ("Counts (deterministic)", COUNTS)]
+
+
+def shared(lv: LevelResult) -> bool:
+    """Requests asked for several outputs, or blocks were shared (prefix hits too)."""
+    c = lv.counts
+    return bool((c.outputs or 0) > c.requests - c.num_rejected or lv.kv.peak_blocks_shared)
 
 
 def _guard_ran(lv: LevelResult) -> bool:
@@ -184,6 +208,8 @@ def tables_of(result: SweepResult) -> list[tuple[str, Columns]]:
     tables[0] = (tables[0][0], timing_columns(tail_percentile(result)))
     if any(_guard_ran(lv) for lv in result.levels):
         tables.append(("Guard (counts; µs/step is a timing)", GUARD))
+    if any(shared(lv) for lv in result.levels):
+        tables.append((SHARING_TITLE, SHARING))
     if any(lv.remote for lv in result.levels):
         tables.append(("Remote target: errors (count); the load generator's cost and error "
                        "(noisy)", CLIENT))

@@ -94,7 +94,9 @@ class Counts:
     pool_hits: int | None = None  # prefix-cache block lookups that hit
     pool_misses: int | None = None
     pool_evictions: int | None = None
-    pool_copy_on_writes: int | None = None
+    pool_copy_on_writes: int | None = None  # shared blocks copied before a write
+    # outputs of the served requests: n samples or beams each (1 each without them)
+    outputs: int | None = None
 
     @property
     def num_rejected(self) -> int:
@@ -132,6 +134,21 @@ class KvSection:
     peak_waiting: int | None = None  # requests waiting for admission
     peak_running: int | None = None  # sequences running in one step: the batch at its widest
     timeline: KvTimeline = field(default_factory=KvTimeline)
+    # sharing (in-process): blocks in more than one block table (a request's outputs,
+    # prefix hits), and table entries beyond the used blocks (what sharing saves); per step
+    mean_blocks_shared: float | None = None
+    peak_blocks_shared: int | None = None
+    mean_blocks_saved: float | None = None
+    peak_blocks_saved: int | None = None
+
+    @property
+    def memory_saving(self) -> float | None:
+        """The PagedAttention paper's measure (§6.3): blocks saved by sharing / blocks
+        needed without sharing, over the level's steps."""
+        if self.mean_blocks_saved is None or self.mean_blocks_used is None:
+            return None
+        needed = self.mean_blocks_used + self.mean_blocks_saved
+        return self.mean_blocks_saved / needed if needed else 0.0
 
     @property
     def waste_slots(self) -> float | None:
@@ -178,12 +195,13 @@ class RequestSample:
     tpot_s: float | None
     e2e_s: float | None
     queue_s: float | None  # None remotely: a client cannot see the server's queue
-    itl_s: list[float]
+    itl_s: list[float]  # gaps between one output's tokens, every output's, pooled
     error: str | None = None  # remote: the failure kind, None when it succeeded
     trace_id: str | None = None  # remote: the W3C trace id sent in its traceparent header
     response_id: str | None = None  # remote: the server's response id (its chunks' "id")
     arrival_unix_s: float | None = None  # remote: arrival_s on the wall clock (for logs)
     server: ServerTiming | None = None  # --server-traces: the server's span, joined
+    outputs: int = 1  # outputs asked for (n samples or beams); output_tokens counts all
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -4,6 +4,8 @@ v1 remote levels (they carry `client`) wrote engine steps, batched tokens and KV
 and slot counts as 0, and preemptions as 0 when nothing was scraped; per-request
 preemptions and queue times were client-side zeros and nulls. v1 in-process levels had
 no KV `available`/`source`/`usage_*` fields: they are derived from the block counts.
+v1 requests had one output each: `counts.outputs` is the served requests; blocks shared
+and saved were never measured (null).
 """
 
 from __future__ import annotations
@@ -55,5 +57,9 @@ def upgrade_v1(doc: dict[str, Any]) -> dict[str, Any]:
             _remote_level(lv)
         else:
             _local_level(lv)
+        counts = lv.get("counts")
+        if isinstance(counts, dict) and "outputs" not in counts:
+            served = counts.get("requests", 0) - sum((counts.get("rejected") or {}).values())
+            counts["outputs"] = served
     out["schema"] = "perfkit.sweep/2"
     return out

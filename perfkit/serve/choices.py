@@ -1,6 +1,8 @@
-"""One choice of a response: the engine's events of one request -> OpenAI choice parts.
+"""One choice of a response: the engine's events of one output -> OpenAI choice parts.
 
-A choice is one prompt of a (batched) completion, or the chat's one answer. It keeps the
+A choice is one output of one prompt of a (batched) completion or of the chat: with n > 1
+(or beam search) the prompt's one engine request streams several outputs, told apart by
+their events' `index`, and each has a choice of its own. It keeps the
 text the engine released (stop strings already cut, engine/detokenizer.py), the token
 count for usage, logprobs in the endpoint's shape, and, for tool calls, the stream of
 `tool_calls` deltas (tool_calls.py).
@@ -21,8 +23,11 @@ from perfkit.serve.tool_calls import ToolCallStream, whole_calls
 
 class ChoiceState:
     def __init__(self, index: int, gen: GenerateRequest, prompt: Prompt, stream: RequestStream,
-                 engine: Engine) -> None:
+                 engine: Engine, output: int = 0) -> None:
         self.index = index
+        self.output = output  # which of the request's outputs this choice shows (n > 1)
+        self.seq = stream.seq  # that output's sequence (a group member once it streams)
+        self.ended = False  # the output's last token came
         self.gen = gen
         self.prompt = prompt
         self.stream = stream
@@ -35,20 +40,27 @@ class ChoiceState:
         self.tools: ToolCallStream | None = None
 
     def render(self, token: int) -> str:
-        return self.engine.token_text(self.stream.seq, token)
+        return self.engine.token_text(self.seq, token)
 
     def tool_mode(self) -> bool:
         """Tool calls come back as tool_calls: a tools grammar the model stayed in."""
         s = self.gen.structured
         return self.gen.chat and s is not None and s.kind in ("tools", "function") \
-            and (not s.optional or self.stream.seq.grammar is not None)
+            and (not s.optional or self.seq.grammar is not None)
 
     def usage(self) -> Usage:
-        return Usage(len(self.prompt.ids), self.num_tokens, self.stream.seq.num_cached_tokens)
+        """This output's tokens; the prompt's (and its cached ones) on output 0 only."""
+        head = self.output == 0
+        return Usage(len(self.prompt.ids) if head else 0, self.num_tokens,
+                     self.stream.seq.num_cached_tokens if head else 0)
 
     def finish(self) -> str:
         """The engine's reason; auto tool calls that completed end with "tool_calls"."""
-        reason = finish_reason(self.stream)
+        if self.stream.seq.group is None:
+            reason = finish_reason(self.stream)
+        else:  # one output of several: its own reason once its last token came
+            own = self.seq.finish_reason if self.ended else None
+            reason = "abort" if own in (None, "cancelled") else own
         s = self.gen.structured
         if reason == "stop" and s is not None and s.optional and self.tool_mode():
             return "tool_calls"
@@ -58,10 +70,11 @@ class ChoiceState:
     def on_event(self, event: TokenEvent) -> Choice:
         first = self.num_tokens == 0
         self.num_tokens += 1
+        self.seq, self.ended = event.seq, event.ends_output
         piece = event.text if event.text is not None else self.render(event.token)
         self.text += piece
-        finish = self.finish() if event.finished else None
-        stop_reason = self.stream.seq.stop_reason if event.finished else None
+        finish = self.finish() if self.ended else None
+        stop_reason = self.seq.stop_reason if self.ended else None
         logprobs = self._chunk_logprobs(event, first)
         if first and self.gen.echo:
             piece = self.prompt.text + piece
@@ -88,6 +101,7 @@ class ChoiceState:
     # -- whole ----------------------------------------------------------------------------
     def collect(self, event: TokenEvent) -> None:
         self.num_tokens += 1
+        self.seq, self.ended = event.seq, event.ends_output
         self.text += event.text if event.text is not None else self.render(event.token)
         self.items.append((event.token, event.logprobs))
 
@@ -104,7 +118,7 @@ class ChoiceState:
                 logprobs = chat_logprobs(self.items, self.render)
             else:
                 logprobs = self._completion_logprobs(self.items, echo=self.gen.echo)
-        return Choice(self.index, text, finish, self.stream.seq.stop_reason, logprobs,
+        return Choice(self.index, text, finish, self.seq.stop_reason, logprobs,
                       tool_calls, prompt_logprobs=self.prompt_logprobs())
 
     def prompt_logprobs(self) -> list[object] | None:

@@ -5,7 +5,7 @@ typo gets a 400 naming it, not silence).
     APPLIED        parsed and honoured (sampling.py, structured.py, protocol.py)
     IGNORED        accepted; a value other than a neutral one is named in X-Perfkit-Ignored
     NEUTRAL_ONLY   accepted at the values listed, else a 400 naming the field: perfkit
-                   cannot honour another (n > 1 and best_of are parallel sampling's)
+                   cannot honour another
 """
 
 from __future__ import annotations
@@ -26,6 +26,8 @@ APPLIED: dict[str, tuple[type, ...]] = {
     "logprobs": (int, bool), "prompt_logprobs": (int,), "response_format": (dict,),
     "guided_json": (dict, str), "guided_choice": (list,), "structured_outputs": (dict,),
     "truncate_prompt_tokens": (int,),
+    # several outputs (protocol.py): n choices, best_of samples, vLLM's beam search
+    "n": (int,), "best_of": (int,), "use_beam_search": (bool,),
 }
 # prompt and messages are typed by prompts.py (its messages name the element at fault)
 COMPLETION_ONLY = {"prompt": _ANY, "echo": (bool,)}
@@ -41,7 +43,7 @@ IGNORED: dict[str, tuple[Any, ...]] = {
     "bad_words": ([],), "allowed_token_ids": (), "request_id": (), "cache_salt": (),
     "return_tokens_as_token_ids": (False,), "prompt_cache_key": (), "safety_identifier": (),
     "reasoning_effort": (), "verbosity": (), "vllm_xargs": ({},), "kv_transfer_params": (),
-    "guided_decoding_backend": (), "guided_whitespace_pattern": (), "use_beam_search": (False,),
+    "guided_decoding_backend": (), "guided_whitespace_pattern": (),
     "logits_processors": ([],), "return_token_ids": (False,), "detokenize": (True,),
     # chat only (vLLM's chat template options; perfkit's template is fixed: tokens.py)
     "add_generation_prompt": (True,), "continue_final_message": (False,),
@@ -55,8 +57,6 @@ CHAT_IGNORED = frozenset({"add_generation_prompt", "continue_final_message", "ch
 
 # field -> (the values perfkit honours, what to say otherwise)
 NEUTRAL_ONLY: dict[str, tuple[tuple[Any, ...], str]] = {
-    "n": ((1,), "only 1 is supported"),
-    "best_of": ((1,), "only 1 is supported (best_of must be >= n)"),
     "suffix": (("",), "is not supported (no fill-in-the-middle)"),
     "audio": ((), "is not supported (text output only)"),
     "prediction": ((), "is not supported (no predicted outputs)"),
@@ -66,9 +66,8 @@ NEUTRAL_ONLY: dict[str, tuple[tuple[Any, ...], str]] = {
     "guided_grammar": ((), "is not supported (JSON schemas and choices only)"),
     "structural_tag": ((), "is not supported (JSON schemas and choices only)"),
 }
-COMPLETION_REFUSED = frozenset({"n", "best_of", "suffix", "guided_regex", "guided_grammar",
-                                "structural_tag"})
-CHAT_REFUSED = frozenset({"n", "audio", "prediction", "functions", "function_call",
+COMPLETION_REFUSED = frozenset({"suffix", "guided_regex", "guided_grammar", "structural_tag"})
+CHAT_REFUSED = frozenset({"audio", "prediction", "functions", "function_call",
                           "guided_regex", "guided_grammar", "structural_tag"})
 
 

@@ -1,8 +1,11 @@
 """One generation request end to end: admit every choice, stream (SSE) or collect, release.
 
-A batched completion's prompts are one request each in the engine, one choice each in
-the response (`index` = the prompt's place); streamed chunks of different choices
-interleave as their tokens come. `release()` runs whatever happens: a client that
+A batched completion's prompts are one request each in the engine; each request has n
+outputs (n, best_of, use_beam_search: one request whose outputs share the prompt's
+blocks), one choice each in the response (`index` = prompt * n + output, as vLLM
+numbers them); streamed chunks of different choices interleave as their tokens come.
+best_of > n returns each prompt's n outputs of the highest log-probability (beams come
+best first already). `release()` runs whatever happens: a client that
 disconnects cancels its requests in the engine (aiohttp cancels the handler when the
 connection drops; a failed write ends the stream), so every accepted request either
 completes or is cancelled.
@@ -15,6 +18,7 @@ from collections.abc import AsyncIterator
 
 from aiohttp import web
 
+from perfkit.engine.async_engine import RequestStream
 from perfkit.engine.engine import TokenEvent
 from perfkit.serve.choices import ChoiceState
 from perfkit.serve.protocol import ApiError, GenerateRequest
@@ -34,15 +38,37 @@ async def generate(request: web.Request, state: ServerState,
     choices: list[ChoiceState] = []
     try:
         for i, prompt in enumerate(gen.prompts):
-            choices.append(ChoiceState(i, gen, prompt, state.submit(gen, prompt),
-                                       state.engine))
+            stream = state.submit(gen, prompt)
+            choices += [ChoiceState(i * gen.n + j, gen, prompt, stream, state.engine, j)
+                        for j in range(gen.best_of)]
         head = ResponseHead(gen.chat, state.model.name)
         if gen.stream:
             return await _stream(request, choices, gen, head)
         return await _collect(state, choices, gen, head)
     finally:
-        for c in choices:
-            state.release(c.stream)
+        for stream in _streams(choices):
+            state.release(stream)
+
+
+def _streams(choices: list[ChoiceState]) -> list[RequestStream]:
+    """The engine requests behind the choices, in order (one per prompt)."""
+    return list({id(c.stream): c.stream for c in choices}.values())
+
+
+def _returned(choices: list[ChoiceState], gen: GenerateRequest) -> list[ChoiceState]:
+    """Each prompt's n choices: all of them, or of best_of samples the n most likely,
+    numbered prompt * n + rank."""
+    if gen.best_of == gen.n:
+        return choices
+    out = []
+    for p, stream in enumerate(_streams(choices)):
+        mine = [c for c in choices if c.stream is stream]
+        if not gen.beam_search:
+            mine.sort(key=lambda c: -c.seq.cum_logprob)
+        for rank, c in enumerate(mine[:gen.n]):
+            c.index = p * gen.n + rank
+            out.append(c)
+    return out
 
 
 def _total(choices: list[ChoiceState]) -> Usage:
@@ -53,13 +79,14 @@ def _total(choices: list[ChoiceState]) -> Usage:
 
 async def _collect(state: ServerState, choices: list[ChoiceState], gen: GenerateRequest,
                    head: ResponseHead) -> web.Response:
-    for c in choices:
-        async for event in c.stream:
-            c.collect(event)
+    for stream in _streams(choices):
+        outputs = [c for c in choices if c.stream is stream]
+        async for event in stream:
+            outputs[event.index].collect(event)
     if any(c.finish() == "abort" for c in choices) and state.engine_error is not None:
         raise ApiError(500, f"the engine stopped: {state.engine_error}", code="engine_error",
                        type_="server_error")
-    parts = [c.whole() for c in choices]
+    parts = [c.whole() for c in _returned(choices, gen)]
     prompt_lp = choices[0].prompt_logprobs() if gen.chat else None
     return web.json_response(whole(head, parts, _total(choices), prompt_lp),
                              headers=_headers(gen))
@@ -67,29 +94,30 @@ async def _collect(state: ServerState, choices: list[ChoiceState], gen: Generate
 
 async def _events(choices: list[ChoiceState]
                   ) -> AsyncIterator[tuple[ChoiceState, TokenEvent | None]]:
-    """Every choice's events as they come; (choice, None) when its stream ended."""
-    if len(choices) == 1:
-        async for event in choices[0].stream:
-            yield choices[0], event
-        yield choices[0], None
-        return
-    queue: asyncio.Queue[tuple[ChoiceState, TokenEvent | None]] = asyncio.Queue()
+    """Every choice's events as they come, each to the choice of its output; (choice,
+    None) for each choice of a stream that ended."""
+    streams = _streams(choices)
+    queue: asyncio.Queue[tuple[RequestStream, TokenEvent | None]] = asyncio.Queue()
 
-    async def pump(c: ChoiceState) -> None:
+    async def pump(stream: RequestStream) -> None:
         try:
-            async for event in c.stream:
-                queue.put_nowait((c, event))
+            async for event in stream:
+                queue.put_nowait((stream, event))
         finally:
-            queue.put_nowait((c, None))
+            queue.put_nowait((stream, None))
 
-    tasks = [asyncio.create_task(pump(c)) for c in choices]
+    tasks = [asyncio.create_task(pump(s)) for s in streams]
     try:
-        for _ in choices:
-            while True:
-                item = await queue.get()
-                yield item
-                if item[1] is None:
-                    break
+        left = len(streams)
+        while left:
+            stream, event = await queue.get()
+            outputs = [c for c in choices if c.stream is stream]
+            if event is not None:
+                yield outputs[event.index], event
+                continue
+            left -= 1
+            for c in outputs:
+                yield c, None
     finally:
         for task in tasks:
             task.cancel()
@@ -107,7 +135,7 @@ async def _stream(request: web.Request, choices: list[ChoiceState], gen: Generat
                     await response.write(chunk(head, c.closing(), None, gen.include_usage))
                 continue
             part = c.on_event(event)
-            if event.finished:
+            if event.ends_output:
                 ended.add(c.index)
             usage = c.usage() if gen.continuous_usage else None
             await response.write(chunk(head, part, usage, gen.include_usage))

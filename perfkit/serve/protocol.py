@@ -4,7 +4,11 @@ Anything wrong raises `ApiError` (an HTTP status and OpenAI's error body) naming
 field. What each field does is in fields.py: sampling, stop and logprobs fields are
 applied (sampling.py), tools and response formats go through the guard (structured.py),
 fields that change nothing here are accepted and named in the `X-Perfkit-Ignored` header,
-values perfkit cannot honour (n > 1, best_of, suffix) are refused, unknown fields too.
+values perfkit cannot honour (suffix, ...) are refused, unknown fields too. Several
+outputs: `n` choices of each prompt (parallel samples sharing the prompt's KV blocks),
+`best_of` >= n samples of which the n most likely are returned (not while streaming:
+they are known only at the end), and vLLM's `use_beam_search` (beam search of width
+best_of, or n; the n best beams returned, as vLLM's server reads n as the width).
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
+from perfkit.config.bounds import MAX_OUTPUTS
 from perfkit.engine.sampling_params import SamplingParams
 from perfkit.serve import fields
 from perfkit.serve.bounds import sampling_problem, shown
@@ -56,6 +61,9 @@ class GenerateRequest:
     params: SamplingParams = field(default_factory=lambda: SamplingParams(output_text=True))
     structured: Structured | None = None  # tools / response_format through the guard
     ignored: tuple[str, ...] = ()  # fields given a value that changes nothing here
+    n: int = 1  # choices returned per prompt
+    best_of: int = 1  # outputs generated per prompt (>= n): the n most likely returned
+    beam_search: bool = False  # vLLM's use_beam_search: best_of beams, the n best returned
 
     @property
     def prompt(self) -> tuple[int, ...]:
@@ -112,6 +120,21 @@ def _bool_field(body: dict[str, Any], key: str) -> bool:
     return value
 
 
+def _outputs(body: dict[str, Any], stream: bool) -> tuple[int, int, bool]:
+    """(n, best_of, beam search): n >= 1, best_of >= n (default n), at most MAX_OUTPUTS;
+    best_of > n does not stream (the best are known only at the end)."""
+    n = _int_field(body, "n", 1, 1)
+    best_of = _int_field(body, "best_of", n, n)
+    for key, value in (("n", n), ("best_of", best_of)):
+        if value > MAX_OUTPUTS:
+            raise invalid(key, f"must be at most {MAX_OUTPUTS}, got {value}")
+    if stream and best_of > n:
+        raise invalid("best_of", f"best_of ({best_of}) > n ({n}) cannot stream: the best "
+                      "n are known only when every output has ended; set stream false",
+                      "unsupported_value")
+    return n, best_of, _bool_field(body, "use_beam_search")
+
+
 def _stream_options(body: dict[str, Any], stream: bool) -> tuple[bool, bool]:
     """(include_usage, continuous_usage_stats); vLLM sends usage in every chunk only when
     both are true."""
@@ -153,6 +176,7 @@ def parse_request(body: Any, model: ModelInfo, chat: bool) -> GenerateRequest:
     max_tokens = _int_field(body, key, DEFAULT_MAX_TOKENS, 1)
     stream = _bool_field(body, "stream")
     usage, continuous = _stream_options(body, stream)
+    n, best_of, beam = _outputs(body, stream)
     echo = not chat and _bool_field(body, "echo")
     structured = parse_structured(body, chat, model.vocab_size)
     tool_call = _bool_field(body, "tool_call")
@@ -166,5 +190,6 @@ def parse_request(body: Any, model: ModelInfo, chat: bool) -> GenerateRequest:
         chat=chat, prompts=_prompts(body, model.vocab_size, chat), max_tokens=max_tokens,
         stream=stream, include_usage=usage, continuous_usage=continuous, echo=echo,
         priority=_int_field(body, "priority", 0, None), tool_call=tool_call, params=params,
-        structured=structured, ignored=fields.ignored_fields(body, chat),
+        structured=structured, ignored=fields.ignored_fields(body, chat), n=n,
+        best_of=best_of, beam_search=beam,
     )

@@ -40,6 +40,8 @@ REJECTIONS: dict[str, tuple[int, str]] = {
     "guard_off": (400, "tools and response_format need the guard (the profile sets "
                        "engine.guard = false)"),
     "queue_full": (429, "the waiting queue is full; retry later"),
+    "too_many_outputs": (400, "n (or best_of) asks for more outputs than the server runs "
+                              "at once (max_num_seqs) or computes in a step; lower it"),
 }
 
 
@@ -111,9 +113,12 @@ class ServerState:
                            f"prompt, {gen.max_tokens} in the completion); lower max_tokens to "
                            f"at most {max_len - len(ids)}", param="max_tokens",
                            code="context_length_exceeded")
+        need = len(ids) + gen.best_of * gen.max_tokens  # every output's tokens
         self._check_quota(need)
+        outputs = gen.best_of
         spec = RequestSpec(next(self._ids), ids, gen.max_tokens, gen.priority,
-                           tool_call=gen.tool_call)
+                           tool_call=gen.tool_call, n=1 if gen.beam_search else outputs,
+                           beam_width=outputs if gen.beam_search and outputs > 1 else 1)
         stream = self.async_engine.submit(spec, gen.params)
         if stream.rejected is not None:
             raise self._rejection(stream.rejected, len(ids), gen.chat)
@@ -153,7 +158,7 @@ class ServerState:
     def release(self, stream: RequestStream) -> None:
         """The handler is done with `stream`: cancel it in the engine if it is unfinished
         (client gone), give back its quota, count its finish."""
-        if stream.seq.finish_reason is None:
+        if not request_done(stream):
             self.async_engine.cancel(stream)
         need = self.inflight.pop(stream, None)
         if need is None:
@@ -166,7 +171,7 @@ class ServerState:
     def cancel_all(self) -> None:
         """End every in-flight stream now (drain timeout, engine failure)."""
         for stream in list(self.inflight):
-            if stream.seq.finish_reason is not None:
+            if request_done(stream):
                 continue  # finished in the engine; its handler is writing the last tokens
             if self.engine_alive:
                 self.async_engine.cancel(stream)
@@ -191,7 +196,14 @@ class ServerState:
         self.cancel_all()
 
 
+def request_done(stream: RequestStream) -> bool:
+    """Every output of the request has ended in the engine (one, or its group's)."""
+    group = stream.seq.group
+    return stream.seq.finish_reason is not None if group is None else \
+        group.finished or stream.seq.finish_reason == "cancelled"
+
+
 def finish_reason(stream: RequestStream) -> str:
     """The engine's reason (length, stop, loop); "abort" when it was cut short."""
-    reason = stream.seq.finish_reason
+    reason = stream.seq.finish_reason if request_done(stream) else None
     return "abort" if reason in (None, "cancelled") else reason

@@ -34,6 +34,7 @@ from perfkit.summary.kernel_detail import kernel_detail
 from perfkit.summary.prefix_rules import prefix_caching
 from perfkit.summary.remote_findings import burst_delivery, unplanned_prefix_hits
 from perfkit.summary.server_findings import server_tail_cause, server_traces_unjoined
+from perfkit.summary.sharing_rules import outputs_not_shared, outputs_share_blocks
 from perfkit.summary.tail_rules import tail_cause
 from perfkit.summary.timing_rules import (
     cpu_oversubscribed,
@@ -152,7 +153,8 @@ def machine_contended(levels: list[Level], withheld: dict[str, list[str]]) -> li
 
 RULES: list[Rule] = [
     kv_pressure, batch_cap, token_budget, prefix_caching, internal_fragmentation,
-    guard_off, nvml_near_limit, tail_cause, thread_contention,
+    guard_off, nvml_near_limit, tail_cause, thread_contention, outputs_not_shared,
+    outputs_share_blocks,
 ]
 # Judged only on uncontended levels with enough data.
 TIMING_RULES: list[Rule] = [

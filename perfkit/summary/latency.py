@@ -233,4 +233,5 @@ def level_counts(
         output_tokens=sum(r.output_tokens for r in served),
         cached_tokens=sum(r.cached_tokens for r in served),
         warmup_excluded=len(records) - len(measured),
+        outputs=sum(r.num_outputs for r in served),
     )

@@ -63,6 +63,10 @@ def _kv(run: LevelRun) -> KvSection:
         usage_mean=mean / run.num_blocks if run.num_blocks else None,
         peak_waiting=max((s.waiting for s in tl), default=0),
         peak_running=max((s.running for s in tl), default=0),
+        mean_blocks_shared=sum(s.blocks_shared for s in tl) / steps,
+        peak_blocks_shared=max((s.blocks_shared for s in tl), default=0),
+        mean_blocks_saved=sum(s.blocks_saved for s in tl) / steps,
+        peak_blocks_saved=max((s.blocks_saved for s in tl), default=0),
         timeline=KvTimeline(
             t_s=[round(s.time_s - t0, 6) for s in points],
             blocks_used=[s.blocks_used for s in points],
@@ -84,7 +88,7 @@ def request_sample(r: RequestRecord, preemptions: bool = True,
     """`preemptions=False`: the client cannot see them (a remote target)."""
     return RequestSample(
         id=r.request_id, warmup=r.warmup, arrival_s=r.arrival_s,
-        prompt_tokens=r.prompt_tokens, output_tokens=r.output_tokens,
+        prompt_tokens=r.prompt_tokens, output_tokens=r.output_tokens, outputs=r.num_outputs,
         cached_tokens=r.cached_tokens,
         preemptions=r.num_preemptions if preemptions else None,
         rejected=r.rejected, finish_reason=r.finish_reason,

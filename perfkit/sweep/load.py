@@ -54,15 +54,18 @@ class EngineServe:
             prompt_tokens=len(spec.prompt), output_tokens=0, rejected=stream.rejected,
             warmup=warmup,
         )
+        rec.num_outputs = max(spec.n, spec.beam_width)
+        times = [rec.token_times_s] + [[] for _ in range(rec.num_outputs - 1)]
         async for event in stream:
-            rec.token_times_s.append(event.time_s - t0)
+            times[event.index].append(event.time_s - t0)
+        rec.more_token_times_s = times[1:]
         seq = stream.seq
-        rec.output_tokens = len(rec.token_times_s)
-        if rec.token_times_s:
-            rec.first_token_s = rec.token_times_s[0]
+        rec.output_tokens = sum(len(t) for t in times)
+        if rec.output_tokens:
+            rec.first_token_s = min(t[0] for t in times if t)
         rec.finish_s = now() - t0 if stream.rejected is None else None
-        if rec.token_times_s and seq.finish_reason is not None:
-            rec.finish_s = rec.token_times_s[-1]
+        if rec.output_tokens and seq.finish_reason is not None:
+            rec.finish_s = max(t[-1] for t in times if t)
         if seq.first_scheduled_s is not None:
             rec.scheduled_s = seq.first_scheduled_s - t0
         rec.cached_tokens = seq.num_cached_tokens

@@ -1,5 +1,7 @@
-"""A hypothesis state machine over BlockPool + KVManager: allocate, append, fork, free,
-evict; after every step the pool's invariants hold and block contents match hashes."""
+"""A hypothesis state machine over BlockPool + KVManager: allocate, append, fork (sharing,
+or copying every shared block as a group without sharing does), free, evict; after every
+step the pool's invariants hold, ref counts and the shared-block count equal the block
+tables' references, no shared block is written, and block contents match hashes."""
 
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import Bundle, RuleBasedStateMachine, invariant, rule
 
 from perfkit.engine.blocks import BlockPool, hash_blocks
+from perfkit.engine.group import start_group
 from perfkit.engine.kv_manager import KVManager
 from perfkit.engine.sequence import Sequence
 
@@ -62,8 +65,8 @@ class PoolMachine(RuleBasedStateMachine):
             self.content[dst] = list(self.content[src])
         self._compute(s)
 
-    @rule(target=seqs, s=seqs)
-    def fork(self, s):
+    @rule(target=seqs, s=seqs, share=st.booleans())
+    def fork(self, s, share):
         child = Sequence(self.next_id, [], 0, 64)
         self.next_id += 1
         if s.seq_id not in self.live:
@@ -71,6 +74,8 @@ class PoolMachine(RuleBasedStateMachine):
         child.token_ids = list(s.token_ids)
         child.num_prompt_tokens = s.num_prompt_tokens
         child.block_hashes = list(s.block_hashes)
+        if not share:  # a group that does not share: its next write copies every block
+            child.group = start_group(Sequence(-1, [], 0, 1), "sample", 2, share=False)
         self.kv.fork(s, child)
         self.live[child.seq_id] = child
         return child
@@ -101,6 +106,7 @@ class PoolMachine(RuleBasedStateMachine):
     def refs_equal_table_references(self):
         held = Counter(b for s in self.live.values() for b in s.block_ids)
         assert all(self.pool.ref_count[b] == held.get(b, 0) for b in range(NUM_BLOCKS))
+        assert self.pool.num_shared_blocks == sum(1 for n in held.values() if n > 1)
 
     @invariant()
     def cached_hashes_match_contents(self):

@@ -36,8 +36,10 @@ BASE_TPOT_S = 0.010
 PATHS = (Path("base.json"), Path("cur.json"))
 POOL = ("pool_allocations", "pool_frees", "pool_hits", "pool_misses", "pool_evictions",
         "pool_copy_on_writes")
+SHARING_KV = ("mean_blocks_shared", "peak_blocks_shared", "mean_blocks_saved",
+              "peak_blocks_saved")
 KV_BLOCKS = ("blocks_total", "slots_total", "block_size", "peak_blocks_used",
-             "peak_slots_used", "mean_blocks_used", "mean_slots_used")
+             "peak_slots_used", "mean_blocks_used", "mean_slots_used", *SHARING_KV)
 
 
 def run(base: dict, cur: dict, **kw: Any) -> GateResult:
@@ -67,7 +69,7 @@ def counts(concurrency: int | None, num: int) -> dict[str, Any]:
             "cached_tokens": 0, "warmup_excluded": NUM_WARMUP, "steps": 40 * num // c,
             "batched_tokens": 132 * num, "pool_allocations": 9 * num, "pool_frees": 9 * num,
             "pool_hits": 3 * c, "pool_misses": 9 * num, "pool_evictions": 0,
-            "pool_copy_on_writes": 0}
+            "pool_copy_on_writes": 0, "outputs": num}
 
 
 def _cpu(system_share: float) -> dict[str, Any]:
@@ -101,7 +103,8 @@ def level(ttft: list[float], tpot: list[float], concurrency: int | None = 1, rep
                "blocks_total": 64, "slots_total": 1024, "block_size": 16,
                "peak_blocks_used": peak, "peak_slots_used": 120, "mean_blocks_used": 6.5,
                "mean_slots_used": 90.25, "usage_peak": peak / 64, "usage_mean": 6.5 / 64,
-               "peak_waiting": 0, "timeline": {}},
+               "peak_waiting": 0, "timeline": {}, "mean_blocks_shared": 0.5,
+               "peak_blocks_shared": 1, "mean_blocks_saved": 0.5, "peak_blocks_saved": 1},
         "guard": None,
         "cpu": _cpu(system_share),
         "gc": to_json(GcStats.disabled("off in tests")),
@@ -144,6 +147,9 @@ def as_v1(d: dict[str, Any]) -> dict[str, Any]:
     in-process KV without available/source/usage."""
     out = copy.deepcopy(d) | {"schema": "perfkit.sweep/1"}
     for lv in out["levels"]:
+        del lv["counts"]["outputs"]  # v1 never had several outputs, nor measured sharing
+        for key in SHARING_KV:
+            lv["kv"].pop(key, None)
         kv = lv["kv"]
         if "client" not in lv:
             for key in ("available", "source", "usage_peak", "usage_mean"):
@@ -153,7 +159,8 @@ def as_v1(d: dict[str, Any]) -> dict[str, Any]:
         c |= {"steps": 0, "batched_tokens": 0, "preemptions": c["preemptions"] or 0}
         for key in POOL:
             del c[key]
-        kv |= dict.fromkeys(KV_BLOCKS, 0) | {"peak_waiting": kv["peak_waiting"] or 0}
+        kv |= dict.fromkeys(KV_BLOCKS[:-len(SHARING_KV)], 0) | {
+            "peak_waiting": kv["peak_waiting"] or 0}
         for req in lv["requests"]:
             req["preemptions"] = 0
         del lv["guard"]

@@ -67,7 +67,7 @@ def _terminal(result, verbose: bool = False) -> list[str]:
 def test_terminal_table_says_not_measured_and_fails_when_required():
     lines = _terminal(_remote_result())
     assert "c=1   kv_peak_blocks        -               -   -    - not measured" in lines
-    assert lines[-1] == "regression: 24 checks, 16 decided, 18 passed, 6 failed, 0 inconclusive"
+    assert lines[-1] == "regression: 27 checks, 17 decided, 21 passed, 6 failed, 0 inconclusive"
     assert "FAIL c=1 kv_peak_blocks: not measured in the baseline and current result: a" \
         in lines
     assert not any(" steps " in line for line in lines)  # passing rows: only with --verbose
@@ -78,7 +78,7 @@ def test_terminal_table_says_not_measured_and_fails_when_required():
 def test_terminal_shows_failures_and_one_summary_line_by_default():
     base = noisy_doc(44)
     lines = _terminal(run(base, copy.deepcopy(base)))
-    assert lines == ["pass: 48 checks, 46 decided, 48 passed, 0 failed, 0 inconclusive"]
+    assert lines == ["pass: 54 checks, 52 decided, 54 passed, 0 failed, 0 inconclusive"]
     assert len(_terminal(run(base, copy.deepcopy(base)), verbose=True)) > 42
 
 
@@ -86,7 +86,7 @@ def test_terminal_table_optional_not_measured_passes():
     text = "\n".join(_terminal(_remote_result(optional=True), verbose=True))
     assert "not measured*" in text and "FAIL" not in text
     assert text.rstrip().endswith(
-        "pass: 24 checks, 16 decided, 24 passed, 0 failed, 0 inconclusive")
+        "pass: 27 checks, 17 decided, 27 passed, 0 failed, 0 inconclusive")
 
 
 def test_markdown_lists_not_measured_with_its_side():
@@ -114,12 +114,13 @@ def test_junit_not_measured_is_a_failure_when_required_and_skipped_when_optional
     assert failure.get("message").startswith("not measured in both: baseline -, current -")
     assert "exports no KV block counts" in failure.text
     assert cases["steps"].find("skipped") is not None  # optional
-    assert (root.get("failures"), root.get("skipped")) == ("6", "2")  # steps, gpu_peak_bytes
+    # steps, gpu_peak_bytes, kv_saved_blocks, copy_on_writes
+    assert (root.get("failures"), root.get("skipped")) == ("6", "4")
     cases, root = _cases(_remote_result(optional=True))
     skipped = cases["kv_peak_blocks"].find("skipped")
     assert skipped is not None and cases["kv_peak_blocks"].find("failure") is None
     assert skipped.get("message").startswith("not measured in both (optional)")
-    assert (root.get("failures"), root.get("skipped")) == ("0", "8")
+    assert (root.get("failures"), root.get("skipped")) == ("0", "10")
 
 
 def test_json_verdict_names_the_side_not_measured():
@@ -132,4 +133,4 @@ def test_json_verdict_names_the_side_not_measured():
     assert data["failures"] == 6
     optional = render.to_dict(_remote_result(optional=True))
     assert optional["verdict"] == "pass"
-    assert [r["fails"] for r in optional["rows"] if r["verdict"] == "not measured"] == [False] * 7
+    assert [r["fails"] for r in optional["rows"] if r["verdict"] == "not measured"] == [False] * 9

@@ -199,11 +199,27 @@ _TRICKY = st.lists(st.sampled_from(['"finish_reason":', '"usage"', '"error"', "n
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(text=_TRICKY, other=_TRICKY, chat=st.booleans(), spaced=st.booleans(),
        extra=st.sampled_from([{}, {"usage": {"completion_tokens": 3}},
-                              {"error": {"message": "x"}}, {"note": None}]))
-def test_token_chunks_whose_texts_mimic_the_keys(text, other, chat, spaced, extra):
+                              {"error": {"message": "x"}}, {"note": None}]),
+       index=st.sampled_from([0, 1, 10]))
+def test_token_chunks_whose_texts_mimic_the_keys(text, other, chat, spaced, extra, index):
     """The chunks the fast path takes (and near misses: usage or an error beside a null
-    finish reason), with texts made of the very bytes it looks for."""
-    choice = ({"index": 0, "delta": {"content": text}} if chat else {"index": 0, "text": text})
+    finish reason, another choice's index), with texts made of the very bytes it looks
+    for."""
+    choice = ({"index": index, "delta": {"content": text}} if chat
+              else {"index": index, "text": text})
     chunk = {"id": other, "choices": [choice | {"finish_reason": None}], "note": other} | extra
     raw = json.dumps(chunk, separators=(", ", ": ") if spaced else (",", ":"))
     assert parse_chunk(raw.encode()) == parse_chunk(raw)
+
+
+def test_several_choices_are_asked_for_and_parsed_by_index():
+    body = request_body(RequestSpec(1, (3, 4), 5, n=3), "m")
+    assert body["n"] == 3 and "use_beam_search" not in body
+    beams = request_body(RequestSpec(1, (3, 4), 5, beam_width=4), "m")
+    assert (beams["n"], beams["use_beam_search"]) == (4, True)
+    for raw in ('{"choices": [{"index": 2, "text": "a", "finish_reason": null}]}',
+                b'{"choices":[{"index":2,"text":"a","finish_reason":null}]}'):
+        chunk = parse_chunk(raw)
+        assert chunk.choice == 2 and chunk.has_token
+    assert parse_chunk(b'{"choices":[{"index":0,"text":"a","finish_reason":null}]}').choice == 0
+    assert parse_chunk('{"choices": [{"index": "x", "text": "a"}]}').choice == 0

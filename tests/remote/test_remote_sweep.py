@@ -150,3 +150,22 @@ def test_a_dead_target_stops_the_sweep_with_what_was_measured(cli, stub, tmp_pat
     assert level["client"]["target_down"] is not None
     assert level["counts"]["requests"] < 400  # it stopped sending
     assert "client_bound" not in {f["id"] for f in doc["findings"]}
+
+
+def test_target_with_n_times_each_choice(cli, tmp_path):
+    """workload.n=2 against perfkit serve: the request asks for n, each chunk's index
+    files its time under its choice, output tokens count both choices (as in-process)."""
+    from perfkit.serve.testing import running_server
+
+    args = (*TINY, "--concurrency", "2", "--set", "workload.n=2", "--set",
+            "sweep.min_requests_per_client=0")
+    local = sweep(cli, tmp_path / "local.json", *args)
+    with running_server("shared-prefix", sets=("engine.cpu_threads=1",)) as base:
+        remote = sweep(cli, tmp_path / "remote.json", *args, "--target", f"{base}/v1")
+    here, there = local["levels"][0], remote["levels"][0]
+    assert there["counts"]["outputs"] == here["counts"]["outputs"] == 2 * 6
+    assert there["counts"]["output_tokens"] == here["counts"]["output_tokens"]
+    req = next(r for r in there["requests"] if not r["warmup"])
+    assert req["outputs"] == 2
+    assert len(req["itl_s"]) == req["output_tokens"] - 2  # gaps within each choice
+    assert there["latency"]["tpot"]["count"] == 6 and there["errors"]["total"] == 0

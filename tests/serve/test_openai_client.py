@@ -55,6 +55,32 @@ def test_whole_completion_and_chat(client: openai.OpenAI) -> None:
 def test_errors_raise_the_clients_exceptions(client: openai.OpenAI) -> None:
     with pytest.raises(openai.NotFoundError):
         client.completions.create(model="nope", prompt="a")
-    with pytest.raises(openai.BadRequestError, match="only 1 is supported"):
-        client.completions.create(model=MODEL, prompt="a", n=2)
+    with pytest.raises(openai.BadRequestError, match="best_of"):
+        client.completions.create(model=MODEL, prompt="a", n=2, best_of=1)
     assert [m.id for m in client.models.list()] == [MODEL]
+
+
+def test_n2_returns_two_choices(client: openai.OpenAI) -> None:
+    done = client.completions.create(model=MODEL, prompt="a few words", max_tokens=4, n=2)
+    assert [c.index for c in done.choices] == [0, 1]
+    assert all(c.finish_reason == "length" and len(c.text.split()) == 4 for c in done.choices)
+    assert done.usage is not None and done.usage.completion_tokens == 2 * 4
+    chat = client.chat.completions.create(model=MODEL, max_tokens=3, n=2,
+                                          messages=[{"role": "user", "content": "x y"}])
+    assert [c.index for c in chat.choices] == [0, 1]
+    assert chat.usage is not None and chat.usage.completion_tokens == 6
+
+
+def test_n2_streams_each_choice_with_its_index(client: openai.OpenAI) -> None:
+    stream = client.chat.completions.create(
+        model=MODEL, max_tokens=3, n=2, stream=True, stream_options={"include_usage": True},
+        messages=[{"role": "user", "content": "hi"}])
+    chunks = list(stream)
+    by_index: dict[int, list] = {0: [], 1: []}
+    for c in chunks:
+        for choice in c.choices:
+            by_index[choice.index].append(choice)
+    for choices in by_index.values():
+        assert len(choices) == 3 and choices[0].delta.role == "assistant"
+        assert choices[-1].finish_reason == "length"
+    assert chunks[-1].usage is not None and chunks[-1].usage.completion_tokens == 6

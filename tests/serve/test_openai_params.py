@@ -232,7 +232,7 @@ def test_response_format_json_object_and_schema(client: openai.OpenAI) -> None:
 
 
 @pytest.mark.parametrize(("kw", "param"), [
-    ({"n": 2}, "n"),
+    ({"n": 2, "extra_body": {"best_of": 1}}, "best_of"),
     ({"logprobs": True, "top_logprobs": 21}, "top_logprobs"),
     ({"stop": ["ok", ""]}, "stop[1]"),
     ({"tools": [{"type": "function", "function": {"name": "f", "parameters": {

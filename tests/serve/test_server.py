@@ -74,7 +74,11 @@ BAD = [
     ({"model": MODEL, "max_tokens": 4}, 400, "missing_field"),
     ({"model": MODEL, "prompt": "a", "max_tokens": 0}, 400, "invalid_value"),
     ({"model": MODEL, "prompt": "a", "max_tokens": "4"}, 400, "invalid_value"),
-    ({"model": MODEL, "prompt": "a", "n": 2}, 400, "unsupported_value"),
+    ({"model": MODEL, "prompt": "a", "n": 0}, 400, "invalid_value"),
+    ({"model": MODEL, "prompt": "a", "n": 3, "best_of": 2}, 400, "invalid_value"),
+    ({"model": MODEL, "prompt": "a", "n": 2, "best_of": 3, "stream": True}, 400,
+     "unsupported_value"),
+    ({"model": MODEL, "prompt": "a", "n": 17}, 400, "too_many_outputs"),  # max_num_seqs 16
     ({"model": "gpt-4", "prompt": "a"}, 404, "model_not_found"),
     ({"model": MODEL, "prompt": "a", "bogus": 1}, 400, "unknown_field"),
     ({"model": MODEL, "prompt": [1, 512]}, 400, "invalid_value"),

@@ -11,10 +11,14 @@ The batch is the scheduled sequences in order, each contributing num_new_tokens 
 that sample (each such sequence's last new token), so logits are [S, vocab] and row i
 samples sampling[i]; then, for sequences that asked for prompt_logprobs, one row per
 prompt position of their chunk not yet recorded (position q predicts prompt token q + 1).
+A row of a request with several outputs (engine/group.py) gives more: a group's first n
+samples from its one row, or a beam's W best candidates with their log-probabilities
+(log_softmax of the row, top W).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import time
 
 import torch
@@ -22,6 +26,7 @@ import torch
 from perfkit.config.schema import Profile
 from perfkit.engine.device import resolve_device
 from perfkit.engine.executor import Executor, ExecutorFactory, ExecutorOutput
+from perfkit.engine.group import output_key, row_outputs
 from perfkit.engine.guard.guard import Guard
 from perfkit.engine.guard.mask import GuardMask
 from perfkit.engine.kv_spec import KVSpec
@@ -73,9 +78,41 @@ class ModelExecutor:
             result.mask_s = time.perf_counter() - start
         if sampling:  # else only mid-prompt chunks (one placeholder row): nothing to sample
             start = time.perf_counter()
+            groups = [(row, seq, *row_outputs(seq)) for row, seq in enumerate(sampling)
+                      if seq.group is not None]
+            # the sampler adjusts logits in place: a group's rows are kept as they came
+            raw = logits[[row for row, *_ in groups]].clone() if groups else None
             result.token_ids, result.logprobs = self._sample(logits, sampling)
+            if raw is not None:
+                self._group_outputs(raw, groups, result)
             result.sample_s = time.perf_counter() - start
         return result
+
+    def _group_outputs(self, raw: torch.Tensor, groups: list[tuple[int, Sequence, str, int]],
+                       result: ExecutorOutput) -> None:
+        """Each group row's outputs with their log-probabilities (raw: [G, vocab], the rows
+        as they came, as vLLM's logprobs): a sampled output's token and its own, a group's
+        first n samples (output i drawn with the key its fork will have: group.output_key;
+        output 0 is the row's own token), or a beam's W best candidates, best first."""
+        logp = torch.log_softmax(raw.float(), dim=-1)  # [G, vocab]
+        tokens = torch.tensor([result.token_ids[row] for row, *_ in groups], device=raw.device)
+        own = logp.gather(1, tokens.unsqueeze(1)).squeeze(1).tolist()  # [G]
+        for g, (row, seq, kind, width) in enumerate(groups):
+            first = result.token_ids[row]
+            if kind == "beam":
+                values, ids = logp[g].topk(width)
+                result.multi[row] = list(zip(ids.tolist(), values.tolist(), strict=True))
+                result.token_ids[row] = result.multi[row][0][0]
+                continue
+            outputs = [(first, own[g])]
+            if kind == "samples":
+                group = seq.group
+                assert group is not None
+                others = [dataclasses.replace(seq, sample_key=output_key(group, i))
+                          for i in range(1, width)]
+                more, _ = self._sample(raw[g].repeat(width - 1, 1), others)
+                outputs += [(t, lp) for t, lp in zip(more, logp[g, more].tolist(), strict=True)]
+            result.multi[row] = outputs
 
     def _forward(self, out: SchedulerOutput, prompt_rows: PromptRows) -> torch.Tensor:
         """Logits of the sampling rows, then of the prompt rows it appends to prompt_rows."""
