@@ -346,8 +346,11 @@ def verdict(p: PolicyResult) -> str:
 
 
 def profile_policy(rep: FragReport) -> PolicyResult:
-    """The paged replay at the profile's block size (without prefix caching)."""
-    return next(x for x in rep.policies if x.name == f"paged-{rep.profile.engine.block_size}")
+    """The paged replay at the profile's block size: without prefix caching, or with it
+    when --block-sizes leaves that size out (that replay always runs: see _jobs)."""
+    bs = rep.profile.engine.block_size
+    by_name = {x.name: x for x in rep.policies}
+    return by_name.get(f"paged-{bs}") or by_name[f"paged-{bs}+prefix"]
 
 
 def limiter(rep: FragReport) -> tuple[str, str]:
@@ -355,23 +358,24 @@ def limiter(rep: FragReport) -> tuple[str, str]:
     "token budget" | "load", a sentence). With the batch cap or the budget binding, the
     pool never fills and the shares above say little about fragmentation: the sentence
     says what to change."""
-    bs, cap = rep.profile.engine.block_size, rep.profile.engine.max_num_seqs
+    cap = rep.profile.engine.max_num_seqs
     p = profile_policy(rep)
+    name = p.name
     occupied = p.peak.occupied / p.pool_slots if p.pool_slots else 0.0
     if p.num_preempted or p.num_queued_for_memory:
-        return "memory", (f"memory limits paged-{bs}: {p.num_preempted:,} preemptions, "
+        return "memory", (f"memory limits {name}: {p.num_preempted:,} preemptions, "
                           f"{p.num_queued_for_memory:,} requests queued for blocks")
     if p.peak_sequences >= cap:
         return "batch cap", (
-            f"the batch cap (max_num_seqs {cap}), not memory, limits paged-{bs}: at most "
+            f"the batch cap (max_num_seqs {cap}), not memory, limits {name}: at most "
             f"{occupied:.1%} of its pool was occupied; raise max_num_seqs or lower the KV "
             "budget (--kv-memory) to see fragmentation under memory pressure")
     if p.num_queued_for_budget:
         budget = rep.profile.engine.max_num_batched_tokens
         return "token budget", (
             f"the token budget (max_num_batched_tokens {budget}), not memory, limits "
-            f"paged-{bs}: {p.num_queued_for_budget:,} requests waited for it, at most "
+            f"{name}: {p.num_queued_for_budget:,} requests waited for it, at most "
             f"{p.peak_sequences} running, {occupied:.1%} of the pool occupied; raise "
             "max_num_batched_tokens to admit more at once")
-    return "load", (f"neither memory nor the batch cap limits paged-{bs}: at most "
+    return "load", (f"neither memory nor the batch cap limits {name}: at most "
                     f"{p.peak_sequences} running, {occupied:.1%} of the pool occupied")

@@ -88,7 +88,7 @@ class GateRow:
 
 @dataclass
 class GateResult:
-    verdict: Literal["pass", "regression"]
+    verdict: Literal["pass", "regression", "inconclusive"]
     baseline: dict[str, Any]  # path, profile name, sha256, device_class, complete, runs
     current: dict[str, Any]
     rows: list[GateRow]

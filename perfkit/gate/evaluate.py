@@ -40,8 +40,14 @@ def compare_levels(baseline: SweepResult, current: SweepResult,
 LOCKSTEP_ALONE_NOTE_S = 5.0  # the slower side's last level runs alone for a moment anyway
 
 
-def verdict_of(rows: list[GateRow]) -> Literal["pass", "regression"]:
-    return "regression" if any(r.fails for r in rows) else "pass"
+def verdict_of(rows: list[GateRow]) -> Literal["pass", "regression", "inconclusive"]:
+    """"pass" when nothing fails; "inconclusive" when every failing check failed only
+    because the data cannot decide it (nothing regressed, changed or went missing);
+    otherwise "regression". Both failing verdicts exit 1."""
+    failing = [r for r in rows if r.fails]
+    if not failing:
+        return "pass"
+    return "inconclusive" if all(r.verdict == "inconclusive" for r in failing) else "regression"
 
 
 def _input_notes(baseline: SweepResult, current: SweepResult, rows: list[GateRow],

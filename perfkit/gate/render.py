@@ -15,7 +15,7 @@ from rich.table import Table
 from rich.text import Text
 
 from perfkit.files import dumps
-from perfkit.gate.compare import DECIDED, GateResult, GateRow
+from perfkit.gate.compare import DECIDED, GateResult, GateRow, min_run_samples
 from perfkit.gate.stats import CONFIDENCE, MIN_PAIRS
 
 SCHEMA = "perfkit.gate/2"
@@ -120,8 +120,23 @@ def headline(result: GateResult) -> str:
     undecided = sum(r.verdict == "inconclusive" for r in rows)
     allowed = sum(r.allowed for r in rows)
     tail = f" ({allowed} allowed)" if allowed else ""
-    return (f"{result.verdict}: {len(rows)} checks, {decided} decided, "
+    line = (f"{result.verdict}: {len(rows)} checks, {decided} decided, "
             f"{len(rows) - failed} passed, {failed} failed, {undecided} inconclusive{tail}")
+    if result.verdict == "inconclusive":
+        line += f"; {to_decide(result)}"
+    return line
+
+
+def to_decide(result: GateResult) -> str:
+    """What would decide an inconclusive gate, in words: paired runs, requests, or both."""
+    runs = min(int(result.baseline.get("repeats") or 0), int(result.current.get("repeats") or 0))
+    needs = []
+    if runs < MIN_PAIRS:
+        needs.append(f"{MIN_PAIRS} paired runs a side (now {runs})")
+    if any("samples per run" in r.note for r in result.failures):
+        needs.append(f">= {min_run_samples(99)} measured requests a run for the tails")
+    return ("nothing regressed; " + (" and ".join(needs) or "more paired runs or requests")
+            + " would decide it (docs/gate.md, the CI recipe)")
 
 
 # ---- rich -------------------------------------------------------------------------------
@@ -163,7 +178,7 @@ def rich_table(result: GateResult, verbose: bool = False) -> Group:
         parts.append(Text(f"FAIL {row.level} {row.metric}: {why}", style="red"))
     for note in result.notes:
         parts.append(Text(f"note: {note}", style="yellow"))
-    style = "bold green" if result.verdict == "pass" else "bold red"
+    style = {"pass": "bold green", "inconclusive": "bold yellow"}.get(result.verdict, "bold red")
     parts.append(Text(headline(result), style=style))
     return Group(*parts)
 
@@ -197,7 +212,7 @@ def _side_text(side: dict[str, Any]) -> str:
 
 
 def markdown(result: GateResult) -> str:
-    mark = "✅" if result.verdict == "pass" else "❌"
+    mark = {"pass": "✅", "inconclusive": "❔"}.get(result.verdict, "❌")
     out = [f"## {mark} perfkit gate: {headline(result)}", "",
            f"Baseline {_side_text(result.baseline)}  ",
            f"Current {_side_text(result.current)}  ",

@@ -39,8 +39,34 @@ _PYTHON_RE = re.compile(r"^python(\d+(\.\d+)?)?$")
 
 
 def check_pid(pid: int) -> None:
+    """The pid names a running process that runs Python (PerfkitError: exit 2 otherwise)."""
     if pid <= 0 or not psutil.pid_exists(pid):
         raise PerfkitError(f"--pid {pid}: no such process")
+    what = not_python(pid)
+    if what:
+        raise PerfkitError(f"--pid {pid}: {what} is not a Python process; give the pid of "
+                           "a Python process (ps -C python3 -o pid,args lists them)")
+
+
+def not_python(pid: int) -> str:
+    """The program's name when the process runs no Python interpreter (its executable
+    is no python* and no libpython is mapped); '' when it does. PerfkitError when this
+    user may not read it (py-spy could not attach either)."""
+    try:
+        proc = psutil.Process(pid)
+        exe = proc.exe() or proc.name()
+        if _PYTHON_RE.match(Path(exe).name) or Path(exe).name.startswith("python"):
+            return ""
+        with open(f"/proc/{pid}/maps", encoding="utf-8", errors="replace") as maps:
+            if any("libpython" in line for line in maps):
+                return ""
+    except (psutil.AccessDenied, PermissionError):
+        raise PerfkitError(f"--pid {pid}: this user may not read that process "
+                           "(permission denied); run perfkit as its user, or as root "
+                           "where ptrace is allowed") from None
+    except (psutil.Error, OSError):
+        return ""  # gone or unreadable for another reason: py-spy says what it can
+    return exe or f"pid {pid}"
 
 
 def _read_raw(raw: Path) -> Folded:

@@ -145,3 +145,13 @@ def test_bar_is_fixed_width_and_drops_slivers():
     assert bar(shares, 16).plain == "███" + "·" * 13
     full = {"used": 0.19, "reserved": 0.12, "internal": 0.597, "external": 0.088, "free": 0.005}
     assert bar(full, 16).plain == "███▓▓▒▒▒▒▒▒▒▒▒▒░"
+
+
+def test_block_sizes_without_the_profiles_own(frag, tmp_path):
+    """--block-sizes may leave out the profile's block size: the judgement uses the
+    replay at the profile's size that runs anyway (paged-16+prefix here)."""
+    out = tmp_path / "f.json"
+    result = frag("--block-sizes", "3", "--requests", "50", "--json", str(out))
+    assert result.exit_code == 0, result.stdout + result.stderr
+    assert "Traceback" not in result.stdout + result.stderr
+    assert "paged-16+prefix" in json.loads(out.read_text())["limited_by"]["reason"]

@@ -141,3 +141,16 @@ def test_malformed_v2_file_exits_2_naming_the_file_and_field(gate, tmp_path):
     (line,) = result.stderr.strip().splitlines()
     assert line.startswith(f"error: {tmp_path / 'cur.json'}: malformed sweep result: ")
     assert "levels[1].counts.steps: expected an integer" in line
+
+
+def test_one_run_against_itself_is_inconclusive_not_a_regression(gate, tmp_path):
+    d = gate_docs.noisy_doc(12, repeats=1, n=20)
+    out = tmp_path / "v.json"
+    result = gate(d, d, "--json", str(out))
+    assert result.exit_code == 1, result.stdout + result.stderr  # undecided fails by default
+    text = " ".join(result.stdout.split())
+    assert "inconclusive: " in text and "regression:" not in text, text
+    assert "nothing regressed; 3 paired runs a side (now 1)" in text
+    assert ">= 50 measured requests a run for the tails" in text
+    assert json.loads(out.read_text())["verdict"] == "inconclusive"
+    assert gate(d, d, "--allow-inconclusive").exit_code == 0

@@ -167,3 +167,15 @@ def test_an_attention_kernel_that_cannot_run_here_is_one_line(cli, sets, needle,
     monkeypatch.delenv("TRITON_INTERPRET", raising=False)
     args = [x for s in sets for x in ("--set", s)]
     one_line_error(cli("sweep", "--requests", "4", "--concurrency", "1", *args), needle)
+
+
+def test_a_pid_that_runs_no_python_is_one_line(cli):
+    import subprocess
+
+    sleeper = subprocess.Popen(["sleep", "30"])
+    try:
+        one_line_error(cli("stacks", "--pid", str(sleeper.pid), "--duration", "1"),
+                       f"--pid {sleeper.pid}", "is not a Python process")
+    finally:
+        sleeper.kill()
+        sleeper.wait()
