@@ -9,6 +9,7 @@ from types import FrameType
 from typing import TYPE_CHECKING, Annotated
 
 import typer
+from rich.markup import escape
 
 from perfkit.cli.common import (
     ProfileOpt,
@@ -215,6 +216,7 @@ def sweep(
         from perfkit.config.profile import check_pool
 
         check_pool(prof)
+    _warn_reused_records(prof)
     path = _result_path(json_path, out, force, report)
     if report and path is None:
         raise PerfkitError("--report needs --json FILE or --out DIR (the report goes next to "
@@ -281,6 +283,20 @@ def _check_lockstep(path: Path | None, target: str | None, search: bool, stacks:
     if prof.sweep.rates and target is None:
         raise PerfkitError("--lockstep pairs closed-loop levels only: drop --rate (or "
                            "sweep.rates), or sweep the rates without --lockstep")
+
+
+def _warn_reused_records(prof: Profile) -> None:
+    """A dataset shorter than a level: say how often its records repeat, before any work."""
+    if not prof.workload.dataset.path:
+        return
+    from perfkit.datasets.sweep import reuse_note
+    from perfkit.sweep.plan import plan_from_profile
+
+    plan = plan_from_profile(prof)
+    need = max((plan.num_warmup + plan.requests_at(lv) for lv in plan.levels), default=0)
+    note = reuse_note(prof, need)
+    if note:
+        err_console.print(f"[yellow]warning:[/] {escape(note)}", highlight=False)
 
 
 def _check_contention(on: bool, target: str | None, search: bool,

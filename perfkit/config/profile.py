@@ -185,12 +185,33 @@ def load_profile(ref: str, overrides: Overrides = Overrides()) -> Profile:
     source = f"profile {str(path)!r}"
     _expand_model(data, "--model" if overrides.model else source)
     try:
-        return build(Profile, data)
+        profile = build(Profile, data)
     except FieldError as err:
         from_set = any(err.path == p or err.path.startswith(p + ".") or p.startswith(err.path + ".")
                        or err.path.startswith(p + "[") for p in set_paths)
         where = f"--set {err.path}" if from_set else f"{source}: {err.path}"
         raise ProfileError(f"{where}: {err.detail}") from None
+    _check_uniform_means(profile, set_paths)
+    return profile
+
+
+def _check_uniform_means(profile: Profile, set_paths: list[str]) -> None:
+    """A --set of a uniform length's mean would change nothing (uniform draws from min..max):
+    an error naming the keys that do."""
+    from perfkit.config.schema import LengthDist
+
+    for path in set_paths:
+        if not path.endswith(".mean"):
+            continue
+        dist: Any = profile
+        for key in path.split(".")[:-1]:
+            dist = getattr(dist, key, None)
+        if isinstance(dist, LengthDist) and dist.kind == "uniform":
+            table = path.removesuffix(".mean")
+            raise ProfileError(
+                f"--set {path}: {table} is uniform between min and max ({dist.min}..{dist.max}),"
+                f" so a mean does not apply; set {table}.min and {table}.max, or "
+                f"{table}.kind=fixed (or normal, lognormal) with the mean")
 
 
 def profile_dict(profile: Profile) -> dict[str, Any]:

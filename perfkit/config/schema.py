@@ -149,6 +149,12 @@ class LengthDist:
             raise FieldError("max", f"must be >= min ({self.min}), got {self.max}")
         if self.kind == "uniform" and self.max == 1 << 20:
             raise FieldError("max", "a uniform distribution needs an explicit max")
+        if self.kind != "uniform" and not self.min <= self.mean <= self.max:
+            # every length is clipped to [min, max]: a mean outside asks for what never comes
+            side, bound = ("max", self.max) if self.mean > self.max else ("min", self.min)
+            raise FieldError("mean", f"{self.mean:g} lies {'above' if side == 'max' else 'below'} "
+                             f"{side} ({bound}), which clips every length to it: set {side} "
+                             f"with it (e.g. {side}={round(self.mean)})")
 
 
 @dataclass

@@ -64,11 +64,32 @@ def test_a_broken_record_is_one_line_and_exit_2(cli, tmp_path):
     assert "Traceback" not in result.stderr
 
 
-def test_too_few_records_for_a_level(cli, tmp_path, files):
+def test_too_few_records_are_reused_with_a_warning(cli, tmp_path, files):
     out = tmp_path / "r.json"
     result = cli("sweep", *BASE, "--requests", "40", "--set",
-                 f'workload.dataset.path="{files["jsonl"]}"', "--json", str(out))
-    assert result.exit_code == 2 and "24 records, but a level needs 42" in result.stderr
+                 f'workload.dataset.path="{files["jsonl"]}"', "--json", str(out),
+                 "--format", "json", "--force")
+    assert result.exit_code == 0, result.stderr
+    warning = " ".join(result.stderr.split())
+    assert "24 records and a level needs 42" in warning and "each about 1.8 times" in warning
+    (level,) = json.loads(out.read_text())["levels"]
+    assert level["counts"]["requests"] == 40 and level["counts"]["completed"] == 40
+    prof = load_profile("default", Overrides(sets=(
+        f'workload.dataset.path="{files["jsonl"]}"', "sweep.concurrency=[2]",
+        "workload.num_requests=40", "sweep.warmup=2", "sweep.min_requests_per_client=0",
+        "sweep.min_level_s=0")))
+    plan = plan_from_profile(prof)
+    specs = level_specs(prof, plan, plan.levels[0])
+    assert [s.prompt for s in specs[24:42]] == [s.prompt for s in specs[:18]]  # in order again
+    assert len({s.request_id for s in specs}) == len(specs)
+
+
+def test_a_short_multi_turn_file_is_not_repeated(cli, tmp_path, files, tokenizer_dir):
+    result = cli("sweep", *BASE, "--requests", "400", "--set",
+                 f'workload.dataset.path="{files["sharegpt"]}"', "--set",
+                 f'workload.dataset.tokenizer="{tokenizer_dir}"', "--json",
+                 str(tmp_path / "r.json"))
+    assert result.exit_code == 2 and "multi-turn records are not repeated" in result.stderr
 
 
 def test_fragmentation_replays_the_same_trace(cli, tmp_path, files):
