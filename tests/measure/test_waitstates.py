@@ -75,7 +75,10 @@ def test_a_live_lock_waiter_waits_for_a_lock_and_a_spinner_runs() -> None:
     time.sleep(0.05)
     sampler = WaitSampler(os.getpid(), GIL, rate_hz=200)
     assert sampler.start() == ""
-    time.sleep(0.6)
+    t0 = time.monotonic()  # 0.6 s at least, then until 21 ticks (a loaded machine gets
+    while (elapsed := time.monotonic() - t0) < 0.6 or (  # fewer a second), 10 s at most
+            sampler.data.ticks <= 20 and elapsed < 10):
+        time.sleep(0.05)
     data = sampler.stop()
     stop.set()
     lock.release()
