@@ -33,8 +33,7 @@ from perfkit.config.schema import GateRule
 from perfkit.gate import stats
 from perfkit.gate.inputs import LevelSamples
 from perfkit.gate.rules import Metric, tolerance
-from perfkit.gate.stats import Interval
-from perfkit.summary.latency import percentile
+from perfkit.stats import Interval, quantile
 
 Verdict = Literal["ok", "improved", "regression", "inconclusive", "changed", "missing",
                   "not measured"]
@@ -214,12 +213,13 @@ def _compare_timing(metric: Metric, rule: GateRule, label: str, baseline: LevelS
     cur = sorted(v for run in cur_runs for v in run)
     if not base or not cur:
         return _missing(metric, rule, label, not base, not cur)
-    shown = (percentile(base, metric.q), percentile(cur, metric.q))
+    shown = (quantile(base, metric.q / 100, presorted=True),
+             quantile(cur, metric.q / 100, presorted=True))
     matched = _matched_median(metric, rule, label, shown, baseline, current)
     if matched is not None:
         return matched
     need = min_run_samples(metric.q)
-    pairs = [(percentile(sorted(x), metric.q), percentile(sorted(y), metric.q))
+    pairs = [(quantile(x, metric.q / 100), quantile(y, metric.q / 100))
              for x, y in zip(base_runs, cur_runs) if min(len(x), len(y)) >= need]
     note = _pairs_note(len(base_runs), len(cur_runs))
     if len(pairs) < min(len(base_runs), len(cur_runs)):

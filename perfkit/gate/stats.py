@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from typing import Literal, TypeVar
 
 from perfkit.config.schema import GateRule
+from perfkit.stats import Interval
 
 CONFIDENCE = 0.95  # two-sided; the t table below is for this level
 MIN_PAIRS = 3  # fewer paired runs: no interval (t with 1 df is 12.7: useless anyway)
@@ -49,15 +50,6 @@ _T975 = {
     30: 2.042, 40: 2.021, 60: 2.000, 120: 1.980,
 }
 _Z975 = 1.960
-
-
-@dataclass(frozen=True)
-class Interval:
-    """A CONFIDENCE interval of the change: a fraction of the baseline (log scale rows)
-    or the metric's unit (linear scale rows)."""
-
-    low: float
-    high: float
 
 
 @dataclass(frozen=True)

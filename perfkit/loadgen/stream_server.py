@@ -25,6 +25,8 @@ import time
 from array import array
 from dataclasses import dataclass
 
+from perfkit.stats import quantile
+
 MODEL = "stream-bench"
 MAX_HEAD = 64 * 1024
 MAX_BODY = 64 * 1024 * 1024  # a 128k-token prompt as JSON ids is under 1 MiB
@@ -52,7 +54,7 @@ class Lateness:
         n = len(ordered)
 
         def q(p: float) -> float | None:
-            return ordered[min(n - 1, int(p * n))] if n else None
+            return quantile(ordered, p, presorted=True) if n else None
 
         return {"chunks": n, "late_p50_s": q(0.5), "late_p99_s": q(0.99),
                 "late_max_s": ordered[-1] if n else None}

@@ -8,8 +8,9 @@ as a mean per request: a count and the seconds it took of the window. Causes ove
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass, field
+
+from perfkit.stats import quantile
 
 CAUSES = ("queue", "own_prefill", "prefill_interference", "preemption", "gc",
           "run_queue", "page_faults", "gil", "lock")
@@ -79,12 +80,6 @@ class TailSection:
 
 
 TAIL_Q = 0.99  # tail steps and requests: slower than this quantile
-
-
-def quantile(values: Sequence[float], q: float) -> float:
-    """Nearest rank on the sorted values (no interpolation: an observed value)."""
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))]
 
 
 def step_groups(durations: list[float]) -> tuple[list[int], list[int], float, float]:

@@ -24,7 +24,8 @@ from perfkit.result.client_tail import (
     Stall,
 )
 from perfkit.result.server_traces import ServerTiming
-from perfkit.result.tail import TAIL_Q, quantile
+from perfkit.result.tail import TAIL_Q
+from perfkit.stats import quantile
 from perfkit.summary.server_split import server_split
 from perfkit.summary.tail_breakdown import MEDIAN_HI, MEDIAN_LO
 

@@ -15,9 +15,9 @@ from __future__ import annotations
 import math
 import random
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 from perfkit.result.level import LevelResult, RequestSample
+from perfkit.stats import Interval, quantile
 
 NUM_SLICES = 8
 MIN_TOKENS_PER_SLICE = 4
@@ -25,13 +25,6 @@ QUANTILES = (0.99, 0.9, 0.5)
 MIN_TAIL = 10  # samples beyond the chosen quantile
 NUM_RESAMPLES = 200
 DEGENERATE_S = 1e-4
-
-
-@dataclass(frozen=True)
-class Interval:
-    value: float
-    lo: float
-    hi: float
 
 
 def _token_times(reqs: Sequence[RequestSample]) -> list[float]:
@@ -62,12 +55,7 @@ def throughput_interval(lv: LevelResult) -> Interval | None:
     mean = sum(counts) / NUM_SLICES
     sd = math.sqrt(sum((c - mean) ** 2 for c in counts) / (NUM_SLICES - 1))
     half = 2 * sd / (math.sqrt(NUM_SLICES) * mean) if mean > 0 else 1.0
-    return Interval(value, value * max(1 - half, 0.0), value * (1 + half))
-
-
-def quantile(values: Sequence[float], q: float) -> float:
-    s = sorted(values)
-    return s[min(int(q * len(s)), len(s) - 1)]
+    return Interval(value * max(1 - half, 0.0), value * (1 + half), value)
 
 
 def supported_quantile(n: int) -> float | None:
@@ -86,13 +74,13 @@ def latency_interval(values: Sequence[float], q: float, seed: int = 0) -> Interv
     n = len(values)
     boots = sorted(quantile([values[rng.randrange(n)] for _ in range(n)], q)
                    for _ in range(NUM_RESAMPLES))
-    return Interval(quantile(values, q), boots[int(0.025 * NUM_RESAMPLES)],
-                    boots[int(0.975 * NUM_RESAMPLES) - 1])
+    return Interval(boots[int(0.025 * NUM_RESAMPLES)], boots[int(0.975 * NUM_RESAMPLES) - 1],
+                    quantile(values, q))
 
 
 def union(intervals: Sequence[Interval | None]) -> Interval | None:
     present = [i for i in intervals if i is not None]
     if not present:
         return None
-    return Interval(sum(i.value for i in present) / len(present),
-                    min(i.lo for i in present), max(i.hi for i in present))
+    return Interval(min(i.low for i in present), max(i.high for i in present),
+                    sum(i.value or 0.0 for i in present) / len(present))

@@ -8,9 +8,9 @@ from dataclasses import replace
 
 from perfkit.result.level import LevelResult
 from perfkit.result.sweep import Knee
+from perfkit.stats import Interval
 from perfkit.summary.evidence import contended, contention
 from perfkit.summary.intervals import (
-    Interval,
     latency_interval,
     supported_quantile,
     throughput_interval,
@@ -33,7 +33,7 @@ def _latency(group: Sequence[LevelResult], q: float, name: str) -> Interval | No
 
 
 def _parts(i: Interval | None) -> tuple[float | None, float | None, float | None]:
-    return (None, None, None) if i is None else (i.lo, i.value, i.hi)
+    return (None, None, None) if i is None else (i.low, i.value, i.high)
 
 
 def _count(group: Sequence[LevelResult]) -> int:
@@ -56,6 +56,7 @@ def knee_of(levels: Sequence[LevelResult]) -> Knee:
         thr = union([throughput_interval(g) for g in group])
         if thr is None:
             continue
+        assert thr.value is not None  # a level's intervals carry their estimate
         ttft = _latency(group, q, "ttft") if q is not None else None
         # a server that delivered whole responses in one burst: TPOT is degenerate there
         burst = any(g.stream is not None and g.stream.degenerate for g in group)
@@ -63,7 +64,7 @@ def knee_of(levels: Sequence[LevelResult]) -> Knee:
         t_lo, t_v, t_hi = _parts(ttft)
         p_lo, p_v, p_hi = _parts(tpot)
         points.append(LevelPoint(
-            x=x, throughput=thr.value, throughput_lo=thr.lo, throughput_hi=thr.hi,
+            x=x, throughput=thr.value, throughput_lo=thr.low, throughput_hi=thr.high,
             p99_ttft_s=t_v, ttft_lo=t_lo, ttft_hi=t_hi, p99_tpot_s=p_v, tpot_lo=p_lo,
             tpot_hi=p_hi, latency_q="P99" if q is None else f"P{q * 100:.0f}"))
     knee = find_knee(points, x_name="concurrency")

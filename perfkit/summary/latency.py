@@ -27,20 +27,7 @@ from typing import Protocol
 
 from perfkit.records import RequestRecord
 from perfkit.result.level import Counts, Distribution, Goodput, Latency, Throughput
-
-
-def percentile(sorted_values: Sequence[float], q: float) -> float:
-    """q in [0, 100]; linear interpolation between closest ranks (numpy's default)."""
-    if not sorted_values:
-        raise ValueError("percentile of no values")
-    if not 0.0 <= q <= 100.0:
-        raise ValueError(f"percentile must be in [0, 100], got {q}")
-    rank = q / 100.0 * (len(sorted_values) - 1)
-    low = math.floor(rank)
-    high = min(low + 1, len(sorted_values) - 1)
-    below, above = sorted_values[low], sorted_values[high]
-    value = below + (above - below) * (rank - low)
-    return min(max(value, below), above)  # rounding must not leave [below, above]
+from perfkit.stats import quantile
 
 
 def distribution(values: Iterable[float], percentiles: Sequence[float] = ()) -> Distribution:
@@ -57,11 +44,11 @@ def distribution(values: Iterable[float], percentiles: Sequence[float] = ()) -> 
         mean=min(max(mean, ordered[0]), ordered[-1]),  # fsum rounding can step outside
         stddev=math.sqrt(variance),
         min=ordered[0],
-        p50=percentile(ordered, 50),
-        p90=percentile(ordered, 90),
-        p99=percentile(ordered, 99),
+        p50=quantile(ordered, 0.50, presorted=True),
+        p90=quantile(ordered, 0.90, presorted=True),
+        p99=quantile(ordered, 0.99, presorted=True),
         max=ordered[-1],
-        quantiles={f"p{q:g}": percentile(ordered, q) for q in percentiles},
+        quantiles={f"p{q:g}": quantile(ordered, q / 100, presorted=True) for q in percentiles},
     )
 
 

@@ -33,9 +33,9 @@ from perfkit.result.tail import (
     TailCause,
     TailGroup,
     TailSection,
-    quantile,
     step_groups,
 )
+from perfkit.stats import quantile
 from perfkit.summary.contention_time import Waits
 
 

@@ -37,4 +37,4 @@ def test_quantile_follows_the_sample_count():
 def test_degenerate_latency_is_not_judged():
     assert latency_interval([0.0] * 50, 0.5) is None
     i = latency_interval([0.01 * (1 + k % 5) for k in range(50)], 0.5)
-    assert i is not None and i.lo <= i.value <= i.hi
+    assert i is not None and i.value is not None and i.low <= i.value <= i.high

@@ -16,7 +16,6 @@ from perfkit.summary.latency import (
     measured_records,
     measured_window,
     meets_slo,
-    percentile,
     throughput,
     warmup_end,
 )
@@ -69,15 +68,6 @@ def test_distribution_single_and_empty() -> None:
 def test_distribution_rejects_nan() -> None:
     with pytest.raises(ValueError, match="NaN"):
         distribution([1.0, math.nan])
-
-
-def test_percentile_bounds() -> None:
-    assert percentile([1.0, 2.0], 0) == 1.0
-    assert percentile([1.0, 2.0], 100) == 2.0
-    with pytest.raises(ValueError):
-        percentile([1.0], 101)
-    with pytest.raises(ValueError):
-        percentile([], 50)
 
 
 finite = st.floats(min_value=-1e6, max_value=1e6, allow_nan=False)

@@ -87,7 +87,7 @@ def test_a_queue_after_the_start_is_named() -> None:
 def test_breakdown_counts_start_arrivals_and_window_steps() -> None:
     # 10 ms steps from t=0. Requests 0-2 arrive at 0 (the start); request 0 finishes first,
     # at 0.2 s; requests 3.. arrive after it. Request 2 waits until 0.1 s to be scheduled:
-    # the p99 TTFT requests (nearest rank) are 2 (at the start) and 99 (after it).
+    # of 200 requests, the two at or above p99 are 2 (at the start) and 199 (after it).
     starts = [i * 0.01 for i in range(100)]
     ends = [s + 0.009 for s in starts]
     recs = [RequestRecord(0, arrival_s=0.0, prompt_tokens=4, output_tokens=11,
@@ -98,7 +98,7 @@ def test_breakdown_counts_start_arrivals_and_window_steps() -> None:
                           first_token_s=0.5, finish_s=0.6, scheduled_s=0.1)]
     recs += [RequestRecord(i, arrival_s=0.2 + i * 1e-3, prompt_tokens=4, output_tokens=11,
                            first_token_s=0.21 + i * 1.00001e-3, finish_s=0.4 + i * 1e-3,
-                           scheduled_s=0.2 + i * 1e-3) for i in range(3, 100)]
+                           scheduled_s=0.2 + i * 1e-3) for i in range(3, 200)]
     # warm-up requests ran (and finished) before the measured phase: not its start
     recs += [RequestRecord(100 + i, arrival_s=-0.2, prompt_tokens=4, output_tokens=11,
                            first_token_s=-0.15, finish_s=-0.1, scheduled_s=-0.2, warmup=True)
@@ -106,7 +106,7 @@ def test_breakdown_counts_start_arrivals_and_window_steps() -> None:
     sec = tail_section(recs, starts, ends, [0] * 100, ProbeData(), 0.0)
     tail = sec.group("ttft", "tail")
     assert tail is not None and tail.num_requests == 2 and tail.at_start == 1
-    # request 2: scheduled at 0.1 s, first token at 0.5 s: steps 10..49; request 99: one
+    # request 2: scheduled at 0.1 s, first token at 0.5 s: steps 10..49; request 199: one
     assert tail.steps == (40 + 1) / 2
     assert tail.prompt_tokens == 4  # each prompt's 4 tokens, none cached
     tpot = sec.group("tpot", "tail")
