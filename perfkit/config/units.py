@@ -37,12 +37,3 @@ def format_bytes(num: float) -> str:
         num /= 1024
     return f"{num:.1f} TiB"
 
-
-def format_seconds(sec: float) -> str:
-    if sec != sec:  # NaN
-        return "n/a"
-    if sec < 1e-3:
-        return f"{sec * 1e6:.0f} µs"
-    if sec < 1:
-        return f"{sec * 1e3:.1f} ms"
-    return f"{sec:.2f} s"

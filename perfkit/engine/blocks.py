@@ -211,17 +211,8 @@ class BlockPool:
         self._num_cached_free += num_cached
         self.num_shared_blocks -= num_unshared
 
-    def lookup(self, h: BlockHash) -> int | None:
-        """The cached block holding hash `h`, counting a hit or a miss (no reference taken)."""
-        block = self.cached.get(h) if self.enable_caching else None
-        if block is None:
-            self.counters.misses += 1
-        else:
-            self.counters.hits += 1
-        return block
-
     def peek(self, h: BlockHash) -> int | None:
-        """Like lookup() without counting: for admission checks."""
+        """The cached block holding hash `h`, counting no hit or miss: for admission checks."""
         return self.cached.get(h) if self.enable_caching else None
 
     def touch(self, block: int) -> None:

@@ -245,6 +245,3 @@ class Scheduler:
         self.kv.free(seq)
         seq.status = SeqStatus.FINISHED
         seq.finish_reason = reason
-
-    def num_blocks_used(self) -> int:
-        return self.pool.num_used_blocks

@@ -70,10 +70,6 @@ class Trace:
         stops a request at max_model_len tokens."""
         return min(self.prompt_len[i] + self.max_tokens[i], self.max_model_len) - 1
 
-    def order_key(self, i: int) -> int:
-        """Waiting-queue order: (priority, arrival index) packed into one int."""
-        return (self.priority[i] << 32) + i
-
 
 @dataclass(frozen=True)
 class Slots:

@@ -83,10 +83,6 @@ class Server:
         self._hurry = asyncio.Event()
         self._loop: asyncio.AbstractEventLoop | None = None
 
-    @property
-    def stopping(self) -> bool:
-        return self._stop.is_set()
-
     async def run(self, ready: Callable[[Server], None] | None = None) -> None:
         """Start, call `ready`, serve until request_stop(), then drain and stop."""
         self._loop = asyncio.get_running_loop()

@@ -54,10 +54,6 @@ class AttentionWorkspace:
     max_num_seqs: int
 
     @property
-    def capacity_blocks(self) -> int:
-        return self.k.shape[0]
-
-    @property
     def block_size(self) -> int:
         return self.k.shape[1]
 
