@@ -26,7 +26,7 @@ import numpy as np
 
 from perfkit import jit
 from perfkit.fragmentation import contiguous_kernel as ck
-from perfkit.fragmentation.types import PolicyResult, Slots, Trace
+from perfkit.fragmentation.types import NEVER, PolicyResult, Slots, Trace
 
 Reserve = Callable[[int, int], int]  # (kv_len, max_model_len) -> slots reserved
 
@@ -65,7 +65,7 @@ def _state(trace: Trace, pool_slots: int, reserve: Reserve, max_num_seqs: int
     req[:, ck.SIZE] = _sizes(reserve, req[:, ck.KV], mml)
     req[:, ck.KEY] = (np.asarray(trace.priority, np.int64) << 32) + np.arange(n)
     req[:, ck.ARRIVAL] = trace.arrival_step if not trace.clients \
-        else np.where(np.arange(n) < trace.clients, 0, ck.NEVER)
+        else np.where(np.arange(n) < trace.clients, 0, NEVER)
     cfg = np.array([pool_slots, max_num_seqs, trace.clients, trace.client_delay], np.int64)
     s = np.zeros(ck.NUM_SCALARS, np.int64)
     s[ck.NH] = 1 if pool_slots else 0

@@ -15,9 +15,9 @@ request at t + 1 + DELAY, a rejection at t + DELAY.
 
 from __future__ import annotations
 
+from perfkit.fragmentation.types import NEVER
 from perfkit.jit import kernel, unowned
 
-NEVER = 1 << 62
 POOL, CAP, CLIENTS, DELAY = range(4)  # cfg
 KV, SIZE, P, KEY, ARRIVAL, START, NF = range(7)  # req rows: kv_len, slots reserved, ...
 # s: scalars, then results. NUM: running; BASE: sum(P - a) over running (used slots at

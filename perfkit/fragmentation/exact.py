@@ -37,11 +37,10 @@ from perfkit.engine.executor import TOP1_MEAN, null_executor
 from perfkit.engine.kv_manager import table_tails
 from perfkit.engine.scheduler import SchedulerOutput
 from perfkit.engine.sequence import Sequence
-from perfkit.fragmentation.types import PolicyResult, Slots
+from perfkit.fragmentation.types import NEVER, PolicyResult, Slots
 from perfkit.workload import RequestSpec
 
 NULL_TOKEN = 1  # what the null executor "samples"
-NEVER = 1 << 62  # a step no replay reaches: an arrival not yet assigned
 UNLIMITED = 1 << 40  # a token budget no step reaches
 
 

@@ -19,7 +19,7 @@ import numpy as np
 
 from perfkit import jit
 from perfkit.fragmentation import paged_kernel as pk
-from perfkit.fragmentation.types import PolicyResult, Slots, Trace
+from perfkit.fragmentation.types import NEVER, PolicyResult, Slots, Trace
 
 UNLIMITED = 1 << 40  # a token budget no step reaches: every prompt in its admission step
 
@@ -33,7 +33,7 @@ def _requests(trace: Trace) -> np.ndarray:
     req[:, pk.KEY] = (np.asarray(trace.priority, np.int64) << 32) + np.arange(n)
     req[:, pk.GROUP] = trace.prefix_group
     req[:, pk.ARRIVAL] = trace.arrival_step if not trace.clients \
-        else np.where(np.arange(n) < trace.clients, 0, pk.NEVER)
+        else np.where(np.arange(n) < trace.clients, 0, NEVER)
     req[:, pk.NTOK] = req[:, pk.P]
     return req.reshape(-1)
 

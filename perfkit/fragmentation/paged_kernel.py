@@ -39,9 +39,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from perfkit.fragmentation.types import NEVER
 from perfkit.jit import kernel, unowned
 
-NEVER = 1 << 62  # a step no replay reaches: an arrival not yet assigned
 # cfg: the pool and the rules
 NB, BS, CAP, BUDGET, FULL, SHARED, CLIENTS, DELAY, TIMELINE = range(9)
 # req: per request. P prompt, FINAL tokens at the end, KEY queue order, GROUP prefix or -1,
@@ -70,6 +70,7 @@ view = unowned(__name__)  # run's arrays without their owner: no atomic counts p
 
 @kernel
 def cdiv(a, b):
+    """config.units.cdiv, compiled here: numba's cache tracks this file only."""
     return -(-a // b)
 
 

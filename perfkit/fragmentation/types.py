@@ -26,8 +26,7 @@ KINDS = ("used", "reserved", "internal", "external", "free")
 Arrivals = Literal["saturate", "profile", "closed"]
 
 
-def cdiv(a: int, b: int) -> int:
-    return -(-a // b)
+NEVER = 1 << 62  # a step no replay reaches: an arrival not yet assigned (every replay's)
 
 
 @dataclass
