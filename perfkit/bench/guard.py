@@ -20,7 +20,7 @@ import torch
 from perfkit.config.schema import Profile
 from perfkit.engine.guard.automaton import Lit, Repeat, Seq
 from perfkit.engine.guard.dfa import compile_dfa
-from perfkit.engine.guard.guard import Guard, GuardCounts, count_finish
+from perfkit.engine.guard.guard import Guard, GuardTally, count_finish
 from perfkit.engine.guard.json_schema import schema_pattern
 from perfkit.engine.guard.mask import GuardMask
 from perfkit.engine.guard.structured import Grammar, compile_grammar, vocab_problem
@@ -56,7 +56,7 @@ class _Pipeline:
         gen = torch.Generator().manual_seed(0)
         self.pool = torch.randn(NUM_LOGITS, BATCH, vocab_size, generator=gen).to(device)
         self.logits = torch.empty(BATCH, vocab_size, device=device)
-        self.counts = GuardCounts()
+        self.counts = GuardTally()
         self.next_id = 0
         self.seqs = [self._new(i % 2 == 0) for i in range(BATCH)]
 

@@ -28,7 +28,7 @@ from perfkit.engine.executor import Executor, ExecutorFactory, ExecutorOutput
 from perfkit.engine.group import SequenceGroup, start_group
 from perfkit.engine.guard.dfa import compile_dfa
 from perfkit.engine.guard.grammar import Vocabulary
-from perfkit.engine.guard.guard import Guard, GuardCounts, count_finish
+from perfkit.engine.guard.guard import Guard, GuardTally, count_finish
 from perfkit.engine.kv_manager import table_tails
 from perfkit.engine.kv_spec import KVSpec
 from perfkit.engine.outputs import TokenEvent, beam_events, mark_last, output_ended, token_event
@@ -58,7 +58,7 @@ class EngineStats:
     steps: int = 0
     batched_tokens: int = 0  # tokens computed, prefill chunks + decodes
     sampled_tokens: int = 0
-    guard: GuardCounts = field(default_factory=GuardCounts)
+    guard: GuardTally = field(default_factory=GuardTally)
     guard_s: float = 0.0  # time in the guard's mask and check (timing, not a count)
     sampler_s: float = 0.0  # time in the sampler (engine/layers/sampler.py; a timing)
     kv_timeline: list[KvSample] = field(default_factory=list)

@@ -20,18 +20,11 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from perfkit.result.stacks import KernelRow
 from perfkit.stacks.folded import Folded, write_folded
 from perfkit.stacks.thread_sampler import path_prefixes, short_filename
 
 _TORCH_FRAME_RE = re.compile(r"^(?P<file>.*)\((?P<line>\d+)\): (?P<name>.*)$")
-
-
-@dataclass
-class KernelRow:
-    name: str  # kernel (or op) name as torch reports it
-    device_time_us: float  # self device time, all calls
-    calls: int  # launches
-    share: float  # of all kernels' device time, 0..1
 
 
 @dataclass

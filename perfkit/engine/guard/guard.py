@@ -53,8 +53,10 @@ GUARD_REASONS = ("stop", "loop", "length")
 
 
 @dataclass
-class GuardCounts:
-    """Integers, deterministic for profile + seed (the guard's time is EngineStats.guard_s)."""
+class GuardTally:
+    """The engine's running count of guard outcomes (result.GuardCounts is the level's
+    frozen copy). Integers, deterministic for profile + seed (the guard's time is
+    EngineStats.guard_s)."""
 
     # finished requests by the reason the engine ended them: stop (a tool call accepted),
     # loop (loop detector), length (max_tokens or max_model_len: runaway output)
@@ -63,7 +65,7 @@ class GuardCounts:
     invalid_tool_calls: int = 0  # of those, outputs that fail validate(): 0 with the guard on
 
 
-def count_finish(counts: GuardCounts, seq: Sequence, reason: str, vocab: Vocabulary) -> None:
+def count_finish(counts: GuardTally, seq: Sequence, reason: str, vocab: Vocabulary) -> None:
     """Account one finished request (not for cancellations: the client left)."""
     if reason in counts.ended:
         counts.ended[reason] += 1
