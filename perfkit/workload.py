@@ -71,10 +71,11 @@ def _rng(seed: int, purpose: str) -> random.Random:
 
 
 def sample_length(dist: LengthDist, rng: random.Random) -> int:
-    """One length from `dist`, rounded and clipped to [min, max]."""
-    if dist.kind == "fixed":
-        value = dist.mean
-    elif dist.kind == "uniform":
+    """One length from `dist`: fixed, its mean; drawn, rounded and clipped to [min, max]."""
+    if dist.kind == "fixed":  # the value itself: min and max bound the drawn kinds only
+        return max(1, round(dist.mean))
+    value: float
+    if dist.kind == "uniform":
         value = rng.randint(dist.min, dist.max)
     elif dist.kind == "normal":
         value = rng.gauss(dist.mean, dist.std)

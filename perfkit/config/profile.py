@@ -257,7 +257,7 @@ def usable_blocks(profile: Profile) -> int:
 
 def smallest_request(dist: LengthDist) -> int:
     if dist.kind == "fixed":
-        return min(max(round(dist.mean), dist.min), dist.max)
+        return max(1, round(dist.mean))
     return dist.min
 
 

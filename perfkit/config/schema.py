@@ -132,7 +132,8 @@ class EngineConfig:
 
 @dataclass
 class LengthDist:
-    """Token-length distribution, clipped to [min, max]."""
+    """Token-length distribution: fixed is exactly `mean` (rounded, at least 1); the drawn
+    kinds (uniform, normal, lognormal) are clipped to [min, max]."""
 
     kind: Literal["fixed", "uniform", "normal", "lognormal"] = "fixed"
     mean: float = 64.0  # fixed value, or the mean of normal/lognormal
@@ -149,7 +150,7 @@ class LengthDist:
             raise FieldError("max", f"must be >= min ({self.min}), got {self.max}")
         if self.kind == "uniform" and self.max == 1 << 20:
             raise FieldError("max", "a uniform distribution needs an explicit max")
-        if self.kind != "uniform" and not self.min <= self.mean <= self.max:
+        if self.kind in ("normal", "lognormal") and not self.min <= self.mean <= self.max:
             # every length is clipped to [min, max]: a mean outside asks for what never comes
             side, bound = ("max", self.max) if self.mean > self.max else ("min", self.min)
             raise FieldError("mean", f"{self.mean:g} lies {'above' if side == 'max' else 'below'} "

@@ -140,3 +140,32 @@ def test_bad_set_names_the_option():
         load_profile("default", Overrides(sets=("engine.block_sise=16",)))
     with pytest.raises(ProfileError, match=r"SECTION\.KEY=VALUE"):
         load_profile("default", Overrides(sets=("block_size",)))
+
+
+def test_a_uniform_length_takes_no_mean() -> None:
+    """The default profile's output_len is uniform 16..48: a --set of its mean changed
+    nothing before (every length stayed in 16..48); now it names the keys that do."""
+    with pytest.raises(ProfileError, match=r"--set workload.output_len.mean: "
+                       r"workload.output_len is uniform between min and max \(16..48\)"):
+        load_profile("default", Overrides(sets=("workload.output_len.mean=128",)))
+
+
+def test_a_drawn_mean_outside_its_bounds_names_both_keys() -> None:
+    sets = ('workload.output_len.kind="lognormal"', "workload.output_len.mean=128",
+            "workload.output_len.std=10")
+    with pytest.raises(ProfileError, match=r"output_len.mean: 128 lies above max \(48\)"):
+        load_profile("default", Overrides(sets=sets))
+    ok = load_profile("default", Overrides(sets=(*sets, "workload.output_len.max=256")))
+    assert ok.workload.output_len.max == 256
+
+
+def test_a_fixed_length_is_its_mean_whatever_the_bounds() -> None:
+    import random
+
+    from perfkit.workload import sample_length
+
+    prof = load_profile("default", Overrides(sets=('workload.output_len.kind="fixed"',
+                                                   "workload.output_len.mean=8")))
+    dist = prof.workload.output_len
+    assert (dist.min, dist.max) == (16, 48)  # bounds of the drawn kinds, not of fixed
+    assert sample_length(dist, random.Random(0)) == 8

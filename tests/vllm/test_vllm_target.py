@@ -24,7 +24,7 @@ from perfkit.remote.scrape import parse_metrics
 # full (>= 22 of 23 blocks) for most of the level, not only at the instants of preemption.
 # Outputs of three blocks: at concurrency 16 the running requests want 64 blocks of 23.
 SHORT_PROMPTS = ("--set", "workload.prompt_len.kind=fixed", "--set", "workload.prompt_len.mean=32",
-                 "--set", "workload.output_len.kind=fixed", "--set", "workload.output_len.mean=96")
+                 "--set", "workload.output_len.kind=fixed", "--set", "workload.output_len.mean=48")
 COUNTERS = ("vllm:num_preemptions", "vllm:prefix_cache_hits", "vllm:prefix_cache_queries")
 
 
