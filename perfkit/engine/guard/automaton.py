@@ -18,6 +18,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from perfkit.engine.guard.dfa import steps_to
+
 
 @dataclass(frozen=True)
 class Lit:
@@ -169,16 +171,8 @@ def _min_to_accept(table: np.ndarray, accepting: np.ndarray) -> np.ndarray:
     back: list[list[int]] = [[] for _ in range(len(table))]
     for src, dst in zip(*np.nonzero(table >= 0)):
         back[table[src, dst]].append(int(src))
-    dist = np.full(len(table), INF, dtype=np.int32)
-    queue = deque(int(s) for s in np.nonzero(accepting)[0])
-    dist[list(queue)] = 0
-    while queue:
-        s = queue.popleft()
-        for src in back[s]:
-            if dist[src] == INF:
-                dist[src] = dist[s] + 1
-                queue.append(src)
-    return dist
+    targets = [int(s) for s in np.nonzero(accepting)[0]]
+    return np.array(steps_to(back, targets, int(INF)), dtype=np.int32)
 
 
 def token_dfa(pattern: Pattern, texts: Sequence[str], limit: int = 20000) -> TokenDfa:

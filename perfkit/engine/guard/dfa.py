@@ -152,13 +152,20 @@ def _min_to_accept(edges: list[dict[int, int]], accept: int) -> list[int]:
     for src, out in enumerate(edges):
         for dst in out.values():
             back[dst].append(src)
-    dist = [INF] * len(edges)
-    dist[accept] = 0
-    queue = deque([accept])
+    return steps_to(back, [accept], INF)
+
+
+def steps_to(back: list[list[int]], targets: list[int], inf: int) -> list[int]:
+    """Fewest edges from each state to any of `targets` (BFS over the reversed edges
+    `back[dst] = [src, ...]`); `inf` where none is reachable."""
+    dist = [inf] * len(back)
+    for t in targets:
+        dist[t] = 0
+    queue = deque(targets)
     while queue:
         s = queue.popleft()
         for src in back[s]:
-            if dist[src] == INF:
+            if dist[src] == inf:
                 dist[src] = dist[s] + 1
                 queue.append(src)
     return dist
