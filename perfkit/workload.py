@@ -66,7 +66,8 @@ class RequestLengths:
     beam_width: int = 1  # beam search width; 1: off
 
 
-def _rng(seed: int, purpose: str) -> random.Random:
+def stream(seed: int, purpose: str) -> random.Random:
+    """The seeded random stream of one purpose (lengths, choice, outputs, arrivals...)."""
     return random.Random(f"perfkit:{seed}:{purpose}")  # str seeds are stable across processes
 
 
@@ -85,27 +86,33 @@ def sample_length(dist: LengthDist, rng: random.Random) -> int:
     return int(min(max(round(value), dist.min), dist.max))
 
 
-def _sampler(dist: LengthDist, rng: random.Random) -> Callable[[], int]:
+def length_sampler(dist: LengthDist, rng: random.Random) -> Callable[[], int]:
     """`sample_length(dist, rng)` with a lognormal's parameters computed once: the same
-    draws from `rng` in the same order, the same arithmetic."""
+    draws from `rng` in the same order, the same arithmetic (the generator and the
+    million-request fragmentation columns both draw through it)."""
     if dist.kind != "lognormal":
         return lambda: sample_length(dist, rng)
     sigma2 = math.log1p((dist.std / dist.mean) ** 2)
     mu, sigma, lo, hi = math.log(dist.mean) - sigma2 / 2, math.sqrt(sigma2), dist.min, dist.max
     draw = rng.lognormvariate
-    return lambda: int(min(max(round(draw(mu, sigma)), lo), hi))
+
+    def one() -> int:
+        v = round(draw(mu, sigma))
+        return lo if v < lo else hi if v > hi else v
+
+    return one
 
 
 def output_counts(cfg: WorkloadConfig, num: int) -> tuple[list[int], list[int]]:
     """(n, beam_width) of each of `num` requests: the profile's fixed values, or draws
     from their distributions on a stream of their own ("outputs"), so asking for several
     outputs moves no other draw."""
-    rng = _rng(cfg.seed, "outputs")
+    rng = stream(cfg.seed, "outputs")
 
     def counts(value: int | LengthDist) -> list[int]:
         if isinstance(value, int):
             return [value] * num
-        draw = _sampler(value, rng)
+        draw = length_sampler(value, rng)
         return [draw() for _ in range(num)]
 
     return counts(cfg.n), counts(cfg.beam_width)
@@ -134,7 +141,7 @@ def arrival_times(
         return [0.0] * num
     if kind == "burst":
         return [(i // burst_size) * burst_size / rate for i in range(num)]
-    rng = _rng(seed, "arrivals")
+    rng = stream(seed, "arrivals")
     gap: Callable[[], float] = (lambda: rng.expovariate(rate)) if kind == "poisson" \
         else (lambda: rng.gammavariate(burstiness, 1.0 / (rate * burstiness)))
     times, now = [], 0.0
@@ -176,7 +183,7 @@ def level_arrivals(arrival: Arrival, rate: float, num: int, seed: int) -> list[f
 
 
 def _prefixes(cfg: WorkloadConfig, vocab_size: int, salt: str) -> list[tuple[int, ...]]:
-    rng = _rng(cfg.seed, "prefixes" + salt)
+    rng = stream(cfg.seed, "prefixes" + salt)
     sp = cfg.shared_prefix
     return [
         tuple(rng.randrange(FIRST_TOKEN_ID, vocab_size) for _ in range(sp.length))
@@ -188,7 +195,7 @@ def _lengths(cfg: WorkloadConfig, max_model_len: int, num: int,
              rate: float | None) -> list[RequestLengths]:
     """Every draw except token ids, per request in this order: prefix group and priority
     and tool call ("choice"), prompt then output length ("lengths")."""
-    lengths, choice = _rng(cfg.seed, "lengths"), _rng(cfg.seed, "choice")
+    lengths, choice = stream(cfg.seed, "lengths"), stream(cfg.seed, "choice")
     sp, arrival = cfg.shared_prefix, cfg.arrival
     at = arrival.rate if rate is None else rate
     times = arrival_times(arrival.kind, at, num, arrival.burst_size, cfg.seed,
@@ -196,7 +203,8 @@ def _lengths(cfg: WorkloadConfig, max_model_len: int, num: int,
     times = ramp_times(times, at, arrival.ramp, arrival.ramp_s)
     prios = [p.priority for p in cfg.priorities] or [0]
     weights = [p.weight for p in cfg.priorities] or [1.0]
-    prompt_draw, output_draw = _sampler(cfg.prompt_len, lengths), _sampler(cfg.output_len, lengths)
+    prompt_draw = length_sampler(cfg.prompt_len, lengths)
+    output_draw = length_sampler(cfg.output_len, lengths)
     ns, widths = output_counts(cfg, num)
     out = []
     for i in range(num):
@@ -248,7 +256,7 @@ def generate(
     shapes = _lengths(cfg, max_model_len, num, rate)
     if not tokens:
         return shapes
-    rng = _rng(cfg.seed, "tokens" + salt)
+    rng = stream(cfg.seed, "tokens" + salt)
     prefixes = _prefixes(cfg, vocab_size, salt)
     specs = []
     for r in shapes:

@@ -17,14 +17,13 @@ from pathlib import Path
 
 from perfkit.config.schema import LengthDist
 from perfkit.datasets.records import MOONCAKE_BLOCK, DatasetError, DatasetRecord
-from perfkit.workload import FIRST_TOKEN_ID, RequestLengths, RequestSpec, sample_length
-from perfkit.workload import _rng as workload_rng
+from perfkit.workload import FIRST_TOKEN_ID, RequestLengths, RequestSpec, sample_length, stream
 
 Tokenize = Callable[[str], list[int]]
 
 
 def _rng(seed: int, purpose: str) -> random.Random:
-    return workload_rng(seed, f"dataset:{purpose}")
+    return stream(seed, f"dataset:{purpose}")
 
 
 def _random_ids(rng: random.Random, n: int, vocab_size: int) -> list[int]:

@@ -1,6 +1,6 @@
 """`workload.generate(..., tokens=False)`'s lengths as columns, for million-request traces.
 
-The same streams, draws and arithmetic as `workload._lengths` (tests/fragmentation check
+The same streams, draws and arithmetic as `workload.generate` (tests/fragmentation check
 equality for every built-in profile), without a RequestLengths object per request, with
 a lognormal's parameters computed once, one priority drawn as the single random() call
 `choices` makes, and no arrival times when the trace does not use them (they have a
@@ -9,12 +9,10 @@ stream of their own, so the other draws do not move).
 
 from __future__ import annotations
 
-import math
-from collections.abc import Callable
 from dataclasses import dataclass
 
-from perfkit.config.schema import LengthDist, WorkloadConfig
-from perfkit.workload import _rng, sample_length
+from perfkit.config.schema import WorkloadConfig
+from perfkit.workload import length_sampler, stream
 
 
 @dataclass
@@ -25,29 +23,14 @@ class Columns:
     prefix_group: list[int]  # -1: none
 
 
-def _draw(dist: LengthDist, rng_random: Callable[[], float], rng: object
-          ) -> Callable[[], int]:
-    if dist.kind != "lognormal":
-        return lambda: sample_length(dist, rng)  # type: ignore[arg-type]
-    sigma2 = math.log1p((dist.std / dist.mean) ** 2)
-    mu, sigma, lo, hi = math.log(dist.mean) - sigma2 / 2, math.sqrt(sigma2), dist.min, dist.max
-    draw = rng.lognormvariate  # type: ignore[attr-defined]
-
-    def one() -> int:
-        v = round(draw(mu, sigma))
-        return lo if v < lo else hi if v > hi else v
-
-    return one
-
-
 def length_columns(cfg: WorkloadConfig, max_model_len: int, num: int) -> Columns:
     """Prompt and output lengths, priorities and prefix groups of `num` requests."""
-    lengths, choice = _rng(cfg.seed, "lengths"), _rng(cfg.seed, "choice")
+    lengths, choice = stream(cfg.seed, "lengths"), stream(cfg.seed, "choice")
     sp = cfg.shared_prefix
     prios = [p.priority for p in cfg.priorities] or [0]
     weights = [p.weight for p in cfg.priorities] or [1.0]
-    prompt_draw = _draw(cfg.prompt_len, lengths.random, lengths)
-    output_draw = _draw(cfg.output_len, lengths.random, lengths)
+    prompt_draw = length_sampler(cfg.prompt_len, lengths)
+    output_draw = length_sampler(cfg.output_len, lengths)
     rand, pick = choice.random, choice.choices
     one_prio, tool_share = prios[0] if len(prios) == 1 else None, cfg.tool_call_share
     cols = Columns([0] * num, [0] * num, [0] * num, [-1] * num)
