@@ -26,7 +26,7 @@ from pathlib import Path
 import aiohttp
 
 from perfkit.errors import PerfkitError
-from perfkit.result.point import LoadPoint
+from perfkit.result.point import LoadPoint, slug_of
 from perfkit.result.remote import ServerProfile
 
 ENABLE = ("start vLLM with --profiler-config.profiler=torch "
@@ -44,9 +44,7 @@ def profile_keys(text: str | None, levels: list[LoadPoint]) -> frozenset[str]:
         return frozenset(slugs)
     keys = set()
     for part in text.split(","):
-        key = part.strip()
-        for prefix in ("level-", "c=", "concurrency "):
-            key = key.removeprefix(prefix).strip()
+        key = slug_of(part)
         if key not in slugs:
             raise PerfkitError(f"--server-profile {text}: no level {part.strip()!r} in this "
                                f"sweep; choose from {', '.join(slugs)} or all")

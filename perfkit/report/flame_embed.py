@@ -18,6 +18,7 @@ from typing import Any
 
 from perfkit.errors import PerfkitError
 from perfkit.report.sweep_charts import Level, SweepIn, level_order, x_of
+from perfkit.result.point import slug_of
 from perfkit.result.stacks import stack_path_candidates
 
 SVG_SIZE = re.compile(r'<svg\b[^>]*?\bwidth="([0-9.]+)"[^>]*?\bheight="([0-9.]+)"', re.S)
@@ -34,7 +35,7 @@ class Flame:
 
 
 def stack_key(lv: Level, repeated: bool) -> str:
-    return lv.point.slug + (f"-r{lv.repeat}" if repeated else "")
+    return lv.point.key(lv.repeat, repeated)
 
 
 def _stack_levels(s: SweepIn) -> dict[str, Level]:
@@ -45,12 +46,8 @@ def _stack_levels(s: SweepIn) -> dict[str, Level]:
 
 
 def normalise_key(text: str) -> str:
-    """Accept '8', 'c=8', 'concurrency 8', 'level-8' for the key '8'."""
-    key = text.strip()
-    for prefix in ("level-", "concurrency ", "concurrency=", "c="):
-        if key.lower().startswith(prefix):
-            key = key[len(prefix):].strip()
-    return key
+    """Accept '8', 'c=8', 'concurrency 8', 'level-8' for the key '8' (result.point.slug_of)."""
+    return slug_of(text)
 
 
 def choose_key(sweeps: Sequence[SweepIn], requested: str | None) -> str | None:

@@ -39,3 +39,18 @@ class LoadPoint:
     def slug(self) -> str:
         """File names: '4' or 'rate-2'."""
         return str(self.concurrency) if self.rate is None else f"rate-{self.rate:g}"
+
+    def key(self, repeat: int = 0, repeated: bool = False) -> str:
+        """A level's stack files and report key: the slug, '-rN' when levels repeat."""
+        return self.slug + (f"-r{repeat}" if repeated else "")
+
+
+def slug_of(text: str) -> str:
+    """A level as a user names it -> its slug: '8', 'c=8', 'concurrency 8', 'level-8' ->
+    '8'; 'rate-2', '2/s', 'rate 2/s' -> 'rate-2' (any case). Not checked against a sweep."""
+    key = text.strip().lower()
+    for prefix in ("level-", "concurrency=", "concurrency ", "c="):
+        key = key.removeprefix(prefix).strip()
+    if key.endswith("/s"):
+        key = "rate-" + key.removeprefix("rate").strip().removesuffix("/s").strip()
+    return key

@@ -144,7 +144,7 @@ def _with_stacks(run_one: LevelRunner, point: LoadPoint, repeat: int, plan: Swee
     from perfkit.stacks.record import record_level
     from perfkit.stacks.torch_kernels import cuda_kernel_profile
 
-    label = point.slug + (f"-r{repeat}" if plan.repeats > 1 else "")
+    label = point.key(repeat, plan.repeats > 1)
     with record_level(stacks.out_dir, label, stacks.rate_hz, stacks.native) as rec, \
             cuda_kernel_profile(stacks.out_dir / f"level-{label}.kernels.folded") as kernels:
         level = run_one(point, repeat, events.request_done)
