@@ -14,20 +14,14 @@ from perfkit.files import dumps
 from perfkit.predict.calibration import Calibration
 from perfkit.predict.compare import Comparison, LevelComparison, Pair
 from perfkit.predict.levels import PredictedLevel, Prediction
-from perfkit.report.cells import count, ms, num, pct
+from perfkit.report.cells import TIMING_CELLS, count, ms, num, pct
 from perfkit.result.codec import to_json
 
 Columns = list[tuple[str, Callable[[PredictedLevel], str]]]
 
 TIMINGS: Columns = [
     ("level", lambda lv: lv.point.short),
-    ("req/s", lambda lv: num(lv.throughput.requests_per_s, 2)),
-    ("out\ntok/s", lambda lv: num(lv.throughput.output_tokens_per_s)),
-    ("TTFT\np50 ms", lambda lv: ms(lv.latency.ttft.p50)),
-    ("TTFT\np99 ms", lambda lv: ms(lv.latency.ttft.p99)),
-    ("TPOT\np50 ms", lambda lv: ms(lv.latency.tpot.p50)),
-    ("TPOT\np99 ms", lambda lv: ms(lv.latency.tpot.p99)),
-    ("E2E\np99 s", lambda lv: num(lv.latency.e2e.p99, 2)),
+    *TIMING_CELLS,
     ("goodput", lambda lv: pct(lv.goodput.share)),
     ("busy", lambda lv: pct(lv.busy_share)),
 ]

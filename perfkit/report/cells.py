@@ -7,9 +7,36 @@ figures). Every renderer and chart label goes through these.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Protocol
+
 from perfkit.result import LevelResult
+from perfkit.result.level import Latency, Throughput
 
 NA = "n/a"
+
+
+class Timed(Protocol):
+    """A level measured or predicted: what the timing columns read."""
+
+    @property
+    def latency(self) -> Latency: ...
+
+    @property
+    def throughput(self) -> Throughput: ...
+
+
+# The timing table's columns between the level and the goodput, one definition for the
+# sweep's table and predict's (header, cell).
+TIMING_CELLS: list[tuple[str, Callable[[Timed], str]]] = [
+    ("req/s", lambda lv: num(lv.throughput.requests_per_s, 2)),
+    ("out\ntok/s", lambda lv: num(lv.throughput.output_tokens_per_s)),
+    ("TTFT\np50 ms", lambda lv: ms(lv.latency.ttft.p50)),
+    ("TTFT\np99 ms", lambda lv: ms(lv.latency.ttft.p99)),
+    ("TPOT\np50 ms", lambda lv: ms(lv.latency.tpot.p50)),
+    ("TPOT\np99 ms", lambda lv: ms(lv.latency.tpot.p99)),
+    ("E2E\np99 s", lambda lv: num(lv.latency.e2e.p99, 2)),
+]
 
 
 def ms(seconds: float | None) -> str:

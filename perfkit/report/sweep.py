@@ -15,7 +15,17 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from perfkit.report.cells import NA, aggregate, count, level_name, lv_short, ms, num, pct
+from perfkit.report.cells import (
+    NA,
+    TIMING_CELLS,
+    aggregate,
+    count,
+    level_name,
+    lv_short,
+    ms,
+    num,
+    pct,
+)
 from perfkit.report.client_tail_cols import CLIENT_TAIL
 from perfkit.report.client_tail_cols import TITLE as CLIENT_TAIL_TITLE
 from perfkit.report.contention_cols import CONTENTION, notes
@@ -64,13 +74,7 @@ def _gc_max(lv: LevelResult) -> str:
 
 TIMINGS: Columns = [
     ("level", level_name),
-    ("req/s", lambda lv: num(lv.throughput.requests_per_s, 2)),
-    ("out\ntok/s", lambda lv: num(lv.throughput.output_tokens_per_s)),
-    ("TTFT\np50 ms", lambda lv: ms(lv.latency.ttft.p50)),
-    ("TTFT\np99 ms", lambda lv: ms(lv.latency.ttft.p99)),
-    ("TPOT\np50 ms", lambda lv: ms(lv.latency.tpot.p50)),
-    ("TPOT\np99 ms", lambda lv: ms(lv.latency.tpot.p99)),
-    ("E2E\np99 s", lambda lv: num(lv.latency.e2e.p99, 2)),
+    *TIMING_CELLS,
     ("goodput", lambda lv: _goodput(lv.goodput.share)),
 ]
 RESOURCES: Columns = [
