@@ -68,6 +68,11 @@ FIXES = {
 }
 
 
+def _share(v: float) -> str:
+    """A share as a whole percentage; one that rounds to 0 reads 0%, never -0%."""
+    return f"{0.0 if abs(v) < 0.005 else v:.0%}"
+
+
 def explained(tail: TailGroup, median: TailGroup) -> dict[str, float]:
     """Cause -> share of the tail's extra window time it explains (can be < 0 or > 1)."""
     extra = tail.window_s - median.window_s
@@ -211,7 +216,7 @@ def _why_mixed(tail: TailGroup, median: TailGroup) -> str:
 def _why_stretched(tail: TailGroup, median: TailGroup, shares: dict[str, float]) -> str:
     t, m = tail.cause("own_prefill").seconds or 0.0, median.cause("own_prefill").seconds or 0.0
     per_token = (t / tail.prompt_tokens) / (m / median.prompt_tokens)
-    roots = ", ".join(f"{c.replace('_', ' ')} {shares[c]:.0%}" for c in ROOTS if c in shares)
+    roots = ", ".join(f"{c.replace('_', ' ')} {_share(shares[c])}" for c in ROOTS if c in shares)
     rest = not_measured(tail, median)
     what = ("a slower core, a wait no probe saw" if "gil" in shares and "lock" in shares
             else "another thread holding the GIL or a lock: run with --contention; "
@@ -238,7 +243,7 @@ def not_measured(tail: TailGroup, median: TailGroup) -> float | None:
 
 def _mixed(lv: LevelResult, tail: TailGroup, median: TailGroup, sec: TailSection) -> Finding:
     metric = tail.metric
-    shares = ", ".join(f"{k.replace('_', ' ')} {v:.0%}"
+    shares = ", ".join(f"{k.replace('_', ' ')} {_share(v)}"
                        for k, v in explained(tail, median).items())
     return Finding(
         f"p99_{metric}_mixed", "info",

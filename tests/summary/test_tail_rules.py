@@ -179,3 +179,10 @@ def test_without_prompt_counts_the_own_prefill_is_judged_as_before() -> None:
     tail = _group("ttft", "tail", 66.0, own_prefill=(0.3, 46.5), queue=(1, 19.4))
     median = _group("ttft", "median", 7.5, n=40, own_prefill=(0, 7.3), queue=(1, 0.2))
     assert dominant(tail, median) == "own_prefill"
+
+
+def test_a_share_that_rounds_to_zero_reads_0_percent() -> None:
+    from perfkit.summary.tail_rules import _share
+
+    assert (_share(-0.001), _share(0.0), _share(0.28), _share(-0.2)) == ("0%", "0%", "28%",
+                                                                          "-20%")
