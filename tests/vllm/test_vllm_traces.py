@@ -71,9 +71,11 @@ def findings(doc: dict) -> dict[str, dict]:
 @pytest.fixture(scope="module")
 def queued(traced: tuple[VllmServer, int], tmp_path_factory: pytest.TempPathFactory) -> dict:
     server, port = traced
+    # No --scrape-metrics: with it, perfkit's loop stalled up to 1.4 s in 2 of 3 CI runs
+    # on 2 cores beside vLLM's CPU engine (3.5 ms without it, same setup): an open bug of
+    # the scraper, not of the span join this file tests.
     return sweep(server.base, port, tmp_path_factory.mktemp("q") / "r.json", "--concurrency",
-                 "8", "--requests", "32", "--set", "workload.output_len.mean=32",
-                 "--scrape-metrics", f"{server.base}/metrics")
+                 "8", "--requests", "32", "--set", "workload.output_len.mean=32")
 
 
 def test_requests_joined_and_consistent(queued: dict) -> None:
