@@ -18,6 +18,8 @@ import ctypes
 import os
 import sys
 import threading
+from collections.abc import Callable
+from typing import TypeVar
 
 ENGINE_LOADGEN = "engine+loadgen"  # a sweep: the engine's steps and the load's clients
 ENGINE_HTTP = "engine+http"  # perfkit serve: the engine's steps and the HTTP front end
@@ -30,6 +32,8 @@ _PR_SET_NAME = 15
 _OWN_PREFIXES = ("perfkit-", "pk-")
 
 
+T = TypeVar("T")
+
 def name_native(name: str) -> None:
     """Give the calling thread's kernel name (`comm`, at most 15 bytes); a no-op off Linux."""
     if not sys.platform.startswith("linux"):
@@ -41,20 +45,27 @@ def name_native(name: str) -> None:
         pass
 
 
-def task_comms(pid: int) -> dict[int, str]:
-    """tid -> the kernel's name of each live thread of `pid` ({} without /proc)."""
-    out: dict[int, str] = {}
+def _per_task(pid: int, name: str, parse: Callable[[str], T]) -> dict[int, T]:
+    """tid -> parse(/proc/PID/task/TID/NAME) of each live thread ({} without /proc; a
+    thread that exited since the listing, or a file that does not parse, is left out)."""
+    out: dict[int, T] = {}
     try:
         tids = os.listdir(f"/proc/{pid}/task")
     except OSError:
         return out
     for tid in tids:
         try:
-            with open(f"/proc/{pid}/task/{tid}/comm", encoding="utf-8", errors="replace") as f:
-                out[int(tid)] = f.read().strip()
-        except (OSError, ValueError):
-            continue  # exited since the listing
+            with open(f"/proc/{pid}/task/{tid}/{name}", encoding="utf-8",
+                      errors="replace") as f:
+                out[int(tid)] = parse(f.read())
+        except (OSError, IndexError, ValueError):
+            continue
     return out
+
+
+def task_comms(pid: int) -> dict[int, str]:
+    """tid -> the kernel's name of each live thread of `pid` ({} without /proc)."""
+    return _per_task(pid, "comm", str.strip)
 
 
 def own_thread(thread: threading.Thread) -> bool:
@@ -129,17 +140,9 @@ def thread_stats(pid: int) -> dict[int, tuple[float, float, int]]:
     """tid -> (user s, system s, minor faults) of each live thread, from
     /proc/PID/task/TID/stat (clock ticks: 10 ms resolution); {} without /proc."""
     tick = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
-    out: dict[int, tuple[float, float, int]] = {}
-    try:
-        tids = os.listdir(f"/proc/{pid}/task")
-    except OSError:
-        return out
-    for tid in tids:
-        try:
-            with open(f"/proc/{pid}/task/{tid}/stat", encoding="ascii",
-                      errors="replace") as f:
-                rest = f.read().rsplit(")", 1)[1].split()
-            out[int(tid)] = (int(rest[11]) / tick, int(rest[12]) / tick, int(rest[7]))
-        except (OSError, IndexError, ValueError):
-            continue
-    return out
+
+    def parse(text: str) -> tuple[float, float, int]:
+        rest = text.rsplit(")", 1)[1].split()
+        return int(rest[11]) / tick, int(rest[12]) / tick, int(rest[7])
+
+    return _per_task(pid, "stat", parse)
