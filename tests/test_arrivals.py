@@ -11,7 +11,7 @@ import pytest
 from perfkit.config.profile import Overrides, load_profile
 from perfkit.config.schema import Arrival
 from perfkit.errors import PerfkitError
-from perfkit.sweep.load import client_starts
+from perfkit.sweep.loops import client_starts
 from perfkit.workload import arrival_times, level_arrivals, ramp_times
 
 

@@ -26,9 +26,9 @@ def _load(name: str, path: Path):
     return module
 
 
-gate_docs = _load("gate_docs", _HERE / "gate" / "gate_docs.py")
-report_docs = _load("report_docs", _HERE / "report" / "report_docs.py")
-predict_docs = _load("predict_docs", _HERE / "predict" / "predict_docs.py")
+gate_fixtures = _load("gate_fixtures", _HERE / "gate" / "gate_fixtures.py")
+report_fixtures = _load("report_fixtures", _HERE / "report" / "report_fixtures.py")
+predict_fixtures = _load("predict_fixtures", _HERE / "predict" / "predict_fixtures.py")
 
 # In the child: note who imports torch first, import the real app, then run each case's
 # `perfkit ARGS` in turn, noting the first case after which torch is loaded.
@@ -79,10 +79,10 @@ COMMANDS = ("profiles", "env", "sweep", "bench", "stacks", "gate", "fragmentatio
 def _cases(tmp: Path) -> list[tuple[str, list[str] | None]]:
     """(case, perfkit's arguments; None: import perfkit.cli.main only), inputs in tmp."""
     result = tmp / "result.json"
-    result.write_text(json.dumps(gate_docs.noisy_doc(1)))
-    sweep = report_docs.write(tmp / "sweep.json", report_docs.sweep_doc())
-    frag = report_docs.write(tmp / "frag.json", report_docs.frag_doc())
-    cal = predict_docs.write(tmp / "cal.json")
+    result.write_text(json.dumps(gate_fixtures.noisy_doc(1)))
+    sweep = report_fixtures.write(tmp / "sweep.json", report_fixtures.sweep_doc())
+    frag = report_fixtures.write(tmp / "frag.json", report_fixtures.frag_doc())
+    cal = predict_fixtures.write(tmp / "cal.json")
     return [
         ("import perfkit.cli.main", None),
         ("--help", ["--help"]),

@@ -289,7 +289,7 @@ def _warn_reused_records(prof: Profile) -> None:
     """A dataset shorter than a level: say how often its records repeat, before any work."""
     if not prof.workload.dataset.path:
         return
-    from perfkit.datasets.sweep import reuse_note
+    from perfkit.datasets.slices import reuse_note
     from perfkit.sweep.plan import plan_from_profile
 
     plan = plan_from_profile(prof)

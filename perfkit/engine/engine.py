@@ -95,7 +95,7 @@ class Engine:
         self.guard = Guard(compile_dfa(mcfg.vocab_size), eng.max_model_len,
                            eng.guard_loop_ngram, eng.guard_loop_repeats) if eng.guard else None
         if executor is None:
-            from perfkit.engine.layers.executor import model_executor  # torch loads here
+            from perfkit.engine.layers.model_executor import model_executor  # torch loads here
 
             executor = model_executor(device)
         self.executor: Executor = executor(

@@ -9,7 +9,7 @@ token_ids[num_computed_tokens : num_computed_tokens + item.num_new_tokens] into 
 table. It must make the copy-on-write copies in `out.copies` before anything reads those
 blocks, and return exactly one token per sampling sequence, in order.
 
-- ModelExecutor (engine/layers/executor.py, the default): the synthetic model over the
+- ModelExecutor (engine/layers/model_executor.py, the default): the synthetic model over the
   paged KV cache, the guard's logits mask, the batched sampler (engine/layers/sampler.py:
   each sequence's SamplingParams, greedy by default). The only executor
   that imports torch, and it does so only when it is built.

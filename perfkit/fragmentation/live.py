@@ -74,7 +74,7 @@ class LiveReport:
 
 def _model_engine(profile: Profile) -> Engine:
     try:
-        import perfkit.engine.layers.executor  # noqa: F401  the tensor half (torch)
+        import perfkit.engine.layers.model_executor  # noqa: F401  the tensor half (torch)
     except ImportError as err:
         raise PerfkitError(f"--live needs the engine's model, which cannot be imported here "
                            f"({err}); use --simulate") from None

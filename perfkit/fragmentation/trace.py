@@ -70,8 +70,8 @@ def _dataset_trace(profile: Profile, num_requests: int, arrivals: Arrivals,
     """The profile's dataset (its first `num_requests` records, or all of them) as lengths;
     Mooncake records sharing a first block share a MOONCAKE_BLOCK-token prefix."""
     from perfkit.datasets.records import MOONCAKE_BLOCK
+    from perfkit.datasets.slices import load_tokenizer, records_of
     from perfkit.datasets.specs import SpecBuilder, record_lengths
-    from perfkit.datasets.sweep import load_tokenizer, records_of
 
     ds, wl = profile.workload.dataset, profile.workload
     records = records_of(profile)[:num_requests]

@@ -2,7 +2,7 @@
 chat, /chat/completions) request per spec, over the load generator's own keep-alive
 connections (loadgen/http.py).
 
-`RemoteServe` is a `perfkit.sweep.load.Serve`: the closed and open loops drive it as
+`RemoteServe` is a `perfkit.sweep.loops.Serve`: the closed and open loops drive it as
 they drive the in-process engine, and it returns the same `RequestRecord`.
 
 What a record holds (times in seconds since the level started, perf_counter):
@@ -26,7 +26,7 @@ What a record holds (times in seconds since the level started, perf_counter):
                   --enable-prompt-tokens-details).
   scheduled_s     None: a client cannot see when the server scheduled a request.
 A target that refuses every connection for DOWN_AFTER_S is `down`: the loops send no more
-requests (sweep/load.py: Pacing.halted) and the sweep stops after the level.
+requests (sweep/loops.py: Pacing.halted) and the sweep stops after the level.
 Failures never raise: 429 and 400 (admission refused) set `rejected` to "http 429" /
 "http 400"; other HTTP statuses, timeouts, refused connections and streams that end
 early, or that the server aborts (finish_reason "abort"), set finish_reason "error".

@@ -15,7 +15,7 @@ from perfkit.loadgen.overhead import WorkerIdentity, WorkerMeter
 from perfkit.records import RequestRecord
 from perfkit.result.point import LoadPoint
 from perfkit.result.remote import WorkerCost
-from perfkit.sweep.load import OnWarm, Pacing, PhaseGate, drive
+from perfkit.sweep.loops import OnWarm, Pacing, PhaseGate, drive
 from perfkit.workload import RequestSpec
 
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from perfkit.result.point import LoadPoint
-from perfkit.sweep.load import conversations
+from perfkit.sweep.loops import conversations
 from perfkit.workload import RequestSpec
 
 

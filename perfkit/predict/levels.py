@@ -12,12 +12,12 @@ from perfkit.config.schema import Profile
 from perfkit.engine.engine import Engine
 from perfkit.engine.executor import null_executor
 from perfkit.predict.calibration import Calibration
-from perfkit.predict.clock import VirtualClock
 from perfkit.predict.loads import closed_loop, open_loop
+from perfkit.predict.virtual_clock import VirtualClock
 from perfkit.records import RequestRecord
 from perfkit.result.level import Counts, Goodput, Latency, LoadPoint, Throughput
 from perfkit.summary.latency import goodput, level_counts, level_latency, throughput
-from perfkit.sweep.load import client_starts
+from perfkit.sweep.loops import client_starts
 from perfkit.sweep.plan import SweepPlan, plan_from_profile
 from perfkit.sweep.runner import level_specs
 

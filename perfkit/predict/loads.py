@@ -1,4 +1,4 @@
-"""The sweep's load generators (sweep/load.py) on the virtual clock: the same phases, the
+"""The sweep's load generators (sweep/loops.py) on the virtual clock: the same phases, the
 same order of requests, the same rules, with seconds that are the model's.
 
 Closed loop: C clients take the next conversation from one ordered feed; a turn follows
@@ -13,9 +13,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 
-from perfkit.predict.clock import VirtualClock
+from perfkit.predict.virtual_clock import VirtualClock
 from perfkit.records import RequestRecord
-from perfkit.sweep.load import conversations, submitted_until
+from perfkit.sweep.loops import conversations, submitted_until
 from perfkit.workload import RequestSpec
 
 OnWarm = Callable[[], None]  # runs between the warm-up and the measured phase

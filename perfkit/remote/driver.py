@@ -37,7 +37,7 @@ from perfkit.remote.profile import ProfileCall
 from perfkit.remote.scrape import Scraper
 from perfkit.result.level import LevelResult, LoadPoint
 from perfkit.result.remote import LostWorker, ServerMetrics, ServerProfile
-from perfkit.sweep.load import OnRecord
+from perfkit.sweep.loops import OnRecord
 from perfkit.sweep.plan import SweepPlan
 from perfkit.sweep.runner import level_specs
 from perfkit.traces.session import TraceSession

@@ -14,7 +14,7 @@ from rich.console import RenderableType
 
 from perfkit.files import atomic_write_text
 from perfkit.report.levels_csv import csv_text
-from perfkit.report.sweep import markdown, rich_summary
+from perfkit.report.tables import markdown, rich_summary
 from perfkit.result import SweepResult
 from perfkit.result.io import result_json
 

@@ -23,8 +23,8 @@ from perfkit.report import flame_embed
 from perfkit.report.charts import Chart, color_of
 from perfkit.report.report_inputs import InMemory, ReportInput, inputs_from_results, load_inputs
 from perfkit.report.resource_charts import cpu_charts, frag_chart, gpu_chart, kv_chart
-from perfkit.report.sweep import SHARING, SHARING_TITLE, rows, shared
 from perfkit.report.sweep_charts import distribution_charts, load_charts, sweeps_of
+from perfkit.report.tables import SHARING, SHARING_TITLE, rows, shared
 from perfkit.report.tail_view import tail_view
 
 CSS = """
@@ -94,7 +94,7 @@ def inputs_table(inputs: Sequence[ReportInput]) -> str:
 
 
 def sharing_html(inputs: Sequence[ReportInput]) -> str:
-    """The Sharing table (report/sweep.py) of every sweep whose requests asked for
+    """The Sharing table (report/tables.py) of every sweep whose requests asked for
     several outputs or shared blocks; '' when none did."""
     parts = []
     many = sum(inp.kind == "sweep" for inp in inputs) > 1

@@ -2,7 +2,7 @@
 concurrency (knee marked), and latency distributions per level.
 
 Curves: one point per x (concurrency, or arrival rate for open-loop levels);
-repeats of a level are averaged, as the knee does (`perfkit.summary.knee.knee_of`).
+repeats of a level are averaged, as the knee does (`perfkit.summary.knee_rule.knee_of`).
 Each input keeps one colour (`color_of(index in the report)`) in every chart.
 """
 

@@ -24,7 +24,7 @@ from perfkit.config.schema import Profile
 from perfkit.result.level import LevelResult, LoadPoint
 from perfkit.result.search import Decision, SearchResult, SearchStep
 from perfkit.result.sweep import SweepResult
-from perfkit.run.sweep import (
+from perfkit.run.level_loop import (
     LevelRunner,
     QuietEvents,
     SweepEvents,

@@ -30,7 +30,7 @@ COMPONENT_RULES: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("attention", re.compile(r"(^|/)perfkit/engine/layers/(attention|metadata|workspace|kv_cache)"
                              r"\.py$")),
     ("sampling", re.compile(r"(^|/)perfkit/engine/(layers/sampler|sampling_params)\.py$")),
-    ("model", re.compile(r"(^|/)perfkit/engine/layers/(model|executor)\.py$")),
+    ("model", re.compile(r"(^|/)perfkit/engine/layers/(model|model_executor)\.py$")),
     ("guard", re.compile(r"(^|/)perfkit/engine/guard/")),
     ("samplers", re.compile(r"(^|/)perfkit/(measure|stacks)/")),
 )

@@ -19,7 +19,7 @@ from perfkit.stacks.probe import TailProbe
 from perfkit.summary.contention import contention_section
 from perfkit.summary.tail_breakdown import tail_section
 from perfkit.sweep.level import LevelRun, level_result
-from perfkit.sweep.load import EngineServe, OnRecord, OnWarm, drive
+from perfkit.sweep.loops import EngineServe, OnRecord, OnWarm, drive
 from perfkit.sweep.plan import SweepPlan
 from perfkit.workload import RequestSpec, generate, level_arrivals
 
@@ -31,7 +31,7 @@ def level_specs(profile: Profile, plan: SweepPlan, level: LoadPoint) -> list[Req
     in every repeat, in-process and remote); the lengths are the same at every level."""
     num = plan.num_warmup + plan.specs_at(level)
     if profile.workload.dataset.path:
-        from perfkit.datasets.sweep import dataset_level_specs
+        from perfkit.datasets.slices import dataset_level_specs
 
         return dataset_level_specs(profile, plan.levels, level, num,
                                    plan.num_warmup + plan.requests_at(level))

@@ -2,10 +2,10 @@
 started before level 1 and stopped after the last, and the export of perfkit's own spans
 (--otlp-export) after each level.
 
-    with open_traces(options, remote=True) as traces:      # run/sweep.py, run/search.py
+    with open_traces(options, remote=True) as traces:      # run/level_loop.py, run/search.py
         ... a remote level runs ...
         traces.join(records, percentiles) -> LevelTraces   # remote/driver.py, after a level
-        traces.export(level) -> LevelResult                # run/sweep.py, after a level
+        traces.export(level) -> LevelResult                # run/level_loop.py, after a level
 """
 
 from __future__ import annotations

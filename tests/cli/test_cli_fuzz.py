@@ -52,9 +52,9 @@ def stubbed(monkeypatch, tmp_path):
                          (perfkit.predict.levels, "predict_profile")):
         monkeypatch.setattr(module, name, _reached_the_work)
     monkeypatch.chdir(tmp_path)
-    from tests.gate import gate_docs
+    from tests.gate import gate_fixtures
 
-    (tmp_path / "RESULT").write_text(json.dumps(gate_docs.noisy_doc(1)))
+    (tmp_path / "RESULT").write_text(json.dumps(gate_fixtures.noisy_doc(1)))
     (tmp_path / "FILE").write_text("measured")
     (tmp_path / "DIR").mkdir()
     return tmp_path

@@ -7,10 +7,10 @@ from pathlib import Path
 import pytest
 
 _spec = importlib.util.spec_from_file_location(
-    "gate_docs", Path(__file__).parents[1] / "gate" / "gate_docs.py")
+    "gate_fixtures", Path(__file__).parents[1] / "gate" / "gate_fixtures.py")
 assert _spec is not None and _spec.loader is not None
-gate_docs = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(gate_docs)
+gate_fixtures = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(gate_fixtures)
 
 
 @pytest.fixture
@@ -29,7 +29,7 @@ def gate(cli, tmp_path):
 
 
 def test_identical_results_exit_0_and_write_every_output(gate, tmp_path):
-    d = gate_docs.noisy_doc(1)
+    d = gate_fixtures.noisy_doc(1)
     md, xml, out = tmp_path / "s.md", tmp_path / "j.xml", tmp_path / "v.json"
     md.write_text("")  # CI passes existing empty files ($GITHUB_STEP_SUMMARY): replaced
     result = gate(d, d, "--markdown", str(md), "--junit", str(xml), "--json", str(out))
@@ -45,8 +45,8 @@ def test_identical_results_exit_0_and_write_every_output(gate, tmp_path):
 
 
 def test_planted_slowdown_exits_1_with_a_junit_failure(gate, tmp_path):
-    base = gate_docs.noisy_doc(1000)
-    cur = gate_docs.noisy_doc(1001, tpot_factor=1.1)
+    base = gate_fixtures.noisy_doc(1000)
+    cur = gate_fixtures.noisy_doc(1001, tpot_factor=1.1)
     xml = tmp_path / "j.xml"
     result = gate(base, cur, "--junit", str(xml))
     assert result.exit_code == 1
@@ -57,7 +57,7 @@ def test_planted_slowdown_exits_1_with_a_junit_failure(gate, tmp_path):
 
 
 def test_changed_count_exits_1(gate):
-    base = gate_docs.noisy_doc(2)
+    base = gate_fixtures.noisy_doc(2)
     cur = copy.deepcopy(base)
     cur["levels"][0]["counts"]["pool_hits"] += 1
     result = gate(base, cur)
@@ -66,8 +66,8 @@ def test_changed_count_exits_1(gate):
 
 
 def test_incomparable_results_exit_2_with_the_reason(gate):
-    base = gate_docs.noisy_doc(3)
-    cur = gate_docs.noisy_doc(4, device_class="cuda:NVIDIA H200")
+    base = gate_fixtures.noisy_doc(3)
+    cur = gate_fixtures.noisy_doc(4, device_class="cuda:NVIDIA H200")
     result = gate(base, cur)
     assert result.exit_code == 2
     assert result.stderr.startswith("error: cannot compare")
@@ -82,7 +82,7 @@ def test_incomparable_results_exit_2_with_the_reason(gate):
     json.dumps({"schema": "perfkit.sweep/1", "levels": "x"}),
 ])
 def test_malformed_file_exits_2(gate, bad):
-    result = gate(gate_docs.noisy_doc(5), bad)
+    result = gate(gate_fixtures.noisy_doc(5), bad)
     assert result.exit_code == 2
     assert result.stderr.startswith("error:") and "cur.json" in result.stderr
     assert "Traceback" not in result.stderr + result.stdout
@@ -97,14 +97,14 @@ def test_missing_file_exits_2(cli, tmp_path):
 def test_rules_file_with_unknown_metric_exits_2(gate, tmp_path):
     rules = tmp_path / "rules.toml"
     rules.write_text("[rules.thruput]\nrel_tol = 0.2\n")
-    d = gate_docs.noisy_doc(6)
+    d = gate_fixtures.noisy_doc(6)
     result = gate(d, d, "--rules", str(rules))
     assert result.exit_code == 2
     assert "unknown metric 'thruput'; did you mean 'throughput'" in result.stderr
 
 
 def test_remote_results_without_scraping_fail_as_not_measured(gate, tmp_path):
-    base, cur = gate_docs.remote_doc(7), gate_docs.remote_doc(8)
+    base, cur = gate_fixtures.remote_doc(7), gate_fixtures.remote_doc(8)
     result = gate(base, cur)
     assert result.exit_code == 1
     assert "FAIL c=4 kv_peak_blocks: not measured in the baseline and current result" \
@@ -122,9 +122,9 @@ def test_remote_results_without_scraping_fail_as_not_measured(gate, tmp_path):
 
 def test_v1_and_v2_files_of_the_same_run_gate_as_equal(gate, tmp_path):
     """But for blocks saved by sharing, which v1 never measured (optional: not failing)."""
-    for d in (gate_docs.noisy_doc(9), gate_docs.remote_doc(10, scraped=True)):
+    for d in (gate_fixtures.noisy_doc(9), gate_fixtures.remote_doc(10, scraped=True)):
         verdicts = []
-        for i, base in enumerate((d, gate_docs.as_v1(d))):
+        for i, base in enumerate((d, gate_fixtures.as_v1(d))):
             out = tmp_path / f"v{i}-{len(verdicts)}-{id(d)}.json"
             result = gate(base, d, "--json", str(out))
             rows = [r for r in json.loads(out.read_text())["rows"]
@@ -134,9 +134,9 @@ def test_v1_and_v2_files_of_the_same_run_gate_as_equal(gate, tmp_path):
 
 
 def test_malformed_v2_file_exits_2_naming_the_file_and_field(gate, tmp_path):
-    bad = gate_docs.noisy_doc(11)
+    bad = gate_fixtures.noisy_doc(11)
     bad["levels"][1]["counts"]["steps"] = "many"
-    result = gate(gate_docs.noisy_doc(12), bad)
+    result = gate(gate_fixtures.noisy_doc(12), bad)
     assert result.exit_code == 2
     (line,) = result.stderr.strip().splitlines()
     assert line.startswith(f"error: {tmp_path / 'cur.json'}: malformed sweep result: ")
@@ -144,7 +144,7 @@ def test_malformed_v2_file_exits_2_naming_the_file_and_field(gate, tmp_path):
 
 
 def test_one_run_against_itself_is_inconclusive_not_a_regression(gate, tmp_path):
-    d = gate_docs.noisy_doc(12, repeats=1, n=20)
+    d = gate_fixtures.noisy_doc(12, repeats=1, n=20)
     out = tmp_path / "v.json"
     result = gate(d, d, "--json", str(out))
     assert result.exit_code == 1, result.stdout + result.stderr  # undecided fails by default

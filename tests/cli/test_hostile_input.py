@@ -25,10 +25,10 @@ def one_line_error(result, *needles: str) -> None:
 
 
 def _result_doc(tmp_path):
-    from tests.gate import gate_docs
+    from tests.gate import gate_fixtures
 
     path = tmp_path / "r.json"
-    path.write_text(json.dumps(gate_docs.noisy_doc(1)))
+    path.write_text(json.dumps(gate_fixtures.noisy_doc(1)))
     return path
 
 

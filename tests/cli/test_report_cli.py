@@ -12,7 +12,7 @@ import pytest
 from perfkit.report.browser import find_chromium
 
 _spec = importlib.util.spec_from_file_location(
-    "report_docs", Path(__file__).parents[1] / "report" / "report_docs.py")
+    "report_fixtures", Path(__file__).parents[1] / "report" / "report_fixtures.py")
 assert _spec is not None and _spec.loader is not None
 rd = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(rd)

@@ -9,8 +9,8 @@ import pytest
 from perfkit.config.schema import LengthDist
 from perfkit.datasets.load import detect_format, load_records
 from perfkit.datasets.records import MOONCAKE_BLOCK, DatasetError
+from perfkit.datasets.slices import load_tokenizer
 from perfkit.datasets.specs import SpecBuilder, dataset_specs, scale_arrivals
-from perfkit.datasets.sweep import load_tokenizer
 
 
 @pytest.mark.parametrize("fmt", ["sharegpt", "jsonl", "mooncake", "burstgpt"])

@@ -176,7 +176,7 @@ def test_cdiv():
 def test_num_parameters_counts_the_model_tensors(name):
     import torch
 
-    from perfkit.engine.layers.executor import ModelExecutor
+    from perfkit.engine.layers.model_executor import ModelExecutor
 
     prof = load_profile(name, Overrides(sets=("engine.num_blocks=4",)))
     model = ModelExecutor(prof, KVSpec.from_profile(prof), None, "cpu").model

@@ -3,7 +3,7 @@
 import copy
 
 import pytest
-from gate_docs import doc, level, noisy_doc, row, run
+from gate_fixtures import doc, level, noisy_doc, row, run
 
 from perfkit.gate.inputs import decode, repeat_samples
 from perfkit.summary.latency import distribution

@@ -5,7 +5,7 @@ import copy
 from pathlib import Path
 
 import pytest
-from gate_docs import as_v1, doc, noisy_doc, remote, remote_doc, row, run
+from gate_fixtures import as_v1, doc, noisy_doc, remote, remote_doc, row, run
 
 from perfkit.gate.evaluate import gate_files
 from perfkit.result.io import load_result, result_json

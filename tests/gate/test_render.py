@@ -3,7 +3,7 @@
 import copy
 import xml.etree.ElementTree as ET
 
-from gate_docs import noisy_doc, remote_doc, run
+from gate_fixtures import noisy_doc, remote_doc, run
 from rich.console import Console
 
 from perfkit.gate import render

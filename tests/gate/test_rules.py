@@ -4,7 +4,7 @@ import copy
 import re
 
 import pytest
-from gate_docs import noisy_doc, row, run
+from gate_fixtures import noisy_doc, row, run
 
 from perfkit.errors import PerfkitError
 from perfkit.gate.rules import DEFAULT_RULES, METRICS

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from predict_docs import calibration, fixed_profile, write
+from predict_fixtures import calibration, fixed_profile, write
 
 from perfkit.config.profile import Overrides, load_profile
 from perfkit.errors import PerfkitError

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from predict_docs import write
+from predict_fixtures import write
 
 from perfkit.config.profile import Overrides, load_profile
 

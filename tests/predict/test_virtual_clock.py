@@ -1,6 +1,6 @@
 """The virtual clock is exact: steps priced by a known model give hand-computed latencies.
 
-EXACT (predict_docs): 1 ms a step + 10 µs a prompt token + 100 µs a decoding sequence +
+EXACT (predict_fixtures): 1 ms a step + 10 µs a prompt token + 100 µs a decoding sequence +
 1 ns a context token. A 32-token prompt with 4 output tokens, alone:
     step 1: prefill 32, context 32           -> 1.320032 ms (its first token)
     steps 2-4: 1 decode, context 33, 34, 35  -> 1.100033, 1.100034, 1.100035 ms
@@ -9,13 +9,13 @@ EXACT (predict_docs): 1 ms a step + 10 µs a prompt token + 100 µs a decoding s
 from __future__ import annotations
 
 import pytest
-from predict_docs import EXACT, calibration, fixed_profile
+from predict_fixtures import EXACT, calibration, fixed_profile
 
 from perfkit.engine.engine import Engine
 from perfkit.engine.executor import null_executor
-from perfkit.predict.clock import VirtualClock
 from perfkit.predict.levels import predict_level, predict_profile
 from perfkit.predict.loads import closed_loop, open_loop
+from perfkit.predict.virtual_clock import VirtualClock
 from perfkit.result.level import LoadPoint
 from perfkit.sweep.plan import plan_from_profile
 from perfkit.workload import RequestSpec

@@ -90,7 +90,7 @@ def test_client_view_of_the_tail_names_the_stalls_of_the_p99_tpot_requests(stub)
     assert ttft is not None and ttft.num_requests >= 1
     from rich.console import Console
 
-    from perfkit.report.sweep import rich_summary
+    from perfkit.report.tables import rich_summary
 
     console = Console(width=100, record=True)
     console.print(rich_summary(result))

@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
-import report_docs as rd
+import report_fixtures as rd
 
 from perfkit.docs_site import DOCS_URL, finding_url
 from perfkit.errors import PerfkitError

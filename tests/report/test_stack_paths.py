@@ -8,7 +8,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-import report_docs as rd
+import report_fixtures as rd
 
 from perfkit.config.profile import Overrides, load_profile
 from perfkit.report.html import render_html

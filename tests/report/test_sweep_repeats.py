@@ -5,7 +5,7 @@ from __future__ import annotations
 from levels import level
 
 from perfkit.report.cells import aggregate
-from perfkit.report.sweep import COUNTS, TIMINGS, rows
+from perfkit.report.tables import COUNTS, TIMINGS, rows
 from perfkit.result.sweep import Plan, ProfileInfo, SweepResult
 
 

@@ -9,14 +9,14 @@ import json
 from pathlib import Path
 
 import pytest
-import report_docs as rd
+import report_fixtures as rd
 from rich.console import Console
 
 from perfkit.measure.proc import ProcStats
 from perfkit.report.exporters import EXPORTERS, render_table, write_outputs
 from perfkit.report.html import write_report_files
 from perfkit.report.levels_csv import HEADER, csv_text
-from perfkit.report.sweep import markdown
+from perfkit.report.tables import markdown
 from perfkit.result import Distribution, GuardCounts, SweepResult
 from perfkit.result.codec import to_json
 from perfkit.result.io import decode_result, load_result, result_json

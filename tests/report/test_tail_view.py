@@ -11,7 +11,7 @@ import xml.etree.ElementTree as ET
 from html.parser import HTMLParser
 from pathlib import Path
 
-import report_docs as rd
+import report_fixtures as rd
 
 from perfkit.report.html import render_html
 from perfkit.report.report_inputs import inputs_from_results

@@ -78,7 +78,7 @@ def test_parse_frame_and_function_key():
     ("perfkit/engine/layers/workspace.py", "attention"),
     ("perfkit/engine/layers/kv_cache.py", "attention"),
     ("perfkit/engine/layers/model.py", "model"),
-    ("perfkit/engine/layers/executor.py", "model"),
+    ("perfkit/engine/layers/model_executor.py", "model"),
     ("perfkit/engine/layers/sampler.py", "sampling"),
     ("perfkit/engine/guard/mask.py", "guard"),
     ("perfkit/measure/nvml.py", "samplers"),

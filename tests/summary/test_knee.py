@@ -4,7 +4,7 @@ from collections.abc import Callable
 import pytest
 
 from perfkit.result.codec import to_json
-from perfkit.summary.knee import LevelPoint, find_knee
+from perfkit.summary.knee_rule import LevelPoint, find_knee
 
 DOUBLINGS = [1, 2, 4, 8, 16, 32, 64, 128, 256]
 FINE = list(range(1, 17))

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from perfkit.summary.intervals import latency_interval, supported_quantile
-from perfkit.summary.knee import LevelPoint, find_knee
+from perfkit.summary.knee_rule import LevelPoint, find_knee
 
 
 def pt(x, t, half=0.0):

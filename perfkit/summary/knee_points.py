@@ -16,7 +16,7 @@ from perfkit.summary.intervals import (
     throughput_interval,
     union,
 )
-from perfkit.summary.knee import LevelPoint, find_knee
+from perfkit.summary.knee_rule import LevelPoint, find_knee
 
 
 def _latency(group: Sequence[LevelResult], q: float, name: str) -> Interval | None:

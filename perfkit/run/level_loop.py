@@ -29,7 +29,7 @@ from perfkit.result.level import LevelResult, LoadPoint
 from perfkit.result.stacks import StacksInfo, paths_relative_to
 from perfkit.result.sweep import Plan, ProfileInfo, SweepResult, TargetInfo
 from perfkit.summary.findings import find_all
-from perfkit.summary.knee_of import knee_of
+from perfkit.summary.knee_points import knee_of
 from perfkit.sweep.plan import SweepPlan, plan_from_profile
 from perfkit.sweep.writer import ResultWriter
 from perfkit.traces.session import TraceOptions, TraceSession, open_traces

@@ -4,7 +4,7 @@ advances by the step-time model's price of each step it takes.
     now ─ step k: [now, now + t_step(k)) ─ its tokens at its end ─ actions due by then
         ─ step k + 1 ...                     (idle: jump to the next action due)
 
-Invariants, the live loop's (engine/async_engine.py, sweep/load.py) on this clock:
+Invariants, the live loop's (engine/async_engine.py, sweep/loops.py) on this clock:
 - A step's tokens are stamped at the end of its period (the step and the event loop's
   turn after it: that is what the model prices), the moment the next step may start.
 - Actions due (a submission, a client's next request) run before the next step, so a
