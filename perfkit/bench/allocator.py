@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import random
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 
 from perfkit.engine.blocks import BlockHash, BlockPool, PoolCounters, hash_block, hash_blocks
@@ -78,7 +77,9 @@ def engine_trace(num_blocks: int, seed: int = 0) -> list[Event]:
 
 
 def _replay(events: list[Event], hashing: bool) -> tuple[float, PoolCounters]:
-    """Seconds to replay a one-block-per-event trace on a fresh pool, and its counts."""
+    """Seconds to replay a trace on a fresh pool, and its counts. A one-block event is one
+    allocate (+ cache) call; a prompt's blocks are one allocate_many (+ cache_many), as
+    the engine admits a prompt: the decode trace is all one-block events."""
     pool = BlockPool(NUM_SEQS * (BLOCKS_PER_SEQ + 1), BLOCK_SIZE, enable_caching=hashing)
     tables: list[list[int]] = [[] for _ in range(NUM_SEQS)]
     parents: list[BlockHash | None] = [None] * NUM_SEQS
@@ -89,30 +90,7 @@ def _replay(events: list[Event], hashing: bool) -> tuple[float, PoolCounters]:
             pool.free(reversed(table))
             table.clear()
             parents[ev.seq] = None
-            continue
-        block = pool.allocate()
-        table.append(block)
-        if hashing:
-            h = hash_block(parents[ev.seq], ev.tokens)
-            pool.cache(block, h)
-            parents[ev.seq] = h
-    elapsed = time.perf_counter() - start
-    return elapsed, pool.counters
-
-
-def _replay_engine(events: list[Event], hashing: bool) -> tuple[float, PoolCounters]:
-    """Like _replay, an event's blocks in one call when it takes a prompt's."""
-    pool = BlockPool(NUM_SEQS * (BLOCKS_PER_SEQ + 1), BLOCK_SIZE, enable_caching=hashing)
-    tables: list[list[int]] = [[] for _ in range(NUM_SEQS)]
-    parents: list[BlockHash | None] = [None] * NUM_SEQS
-    start = time.perf_counter()
-    for ev in events:
-        table = tables[ev.seq]
-        if ev.end:
-            pool.free(reversed(table))
-            table.clear()
-            parents[ev.seq] = None
-        elif len(ev.tokens) == BLOCK_SIZE:  # a decode boundary
+        elif len(ev.tokens) <= BLOCK_SIZE:  # a decode boundary
             block = pool.allocate()
             table.append(block)
             if hashing:
@@ -130,14 +108,11 @@ def _replay_engine(events: list[Event], hashing: bool) -> tuple[float, PoolCount
     return elapsed, pool.counters
 
 
-Replay = Callable[[list[Event], bool], tuple[float, PoolCounters]]
-
-
-def _best(replay: Replay, events: list[Event], hashing: bool,
+def _best(events: list[Event], hashing: bool,
           repeats: int) -> tuple[float, PoolCounters]:
     """Blocks per second of the fastest of `repeats` replays, and the pool's counts (the
     trace is fixed: every replay counts the same)."""
-    runs = [replay(events, hashing) for _ in range(repeats)]
+    runs = [_replay(events, hashing) for _ in range(repeats)]
     return runs[0][1].allocations / min(seconds for seconds, _ in runs), runs[0][1]
 
 
@@ -145,9 +120,9 @@ def bench_allocator(num_blocks: int = 200_000, repeats: int = 3) -> dict[str, fl
     """Blocks/s on the decode trace with and without hashing and on the engine trace with
     hashing. `evictions_*` count the cached blocks evicted: the figures include them."""
     decode = decode_trace(num_blocks)
-    per_s, counts = _best(_replay, decode, True, repeats)
-    per_s_nohash, _ = _best(_replay, decode, False, repeats)
-    per_s_engine, counts_engine = _best(_replay_engine, engine_trace(num_blocks), True, repeats)
+    per_s, counts = _best(decode, True, repeats)
+    per_s_nohash, _ = _best(decode, False, repeats)
+    per_s_engine, counts_engine = _best(engine_trace(num_blocks), True, repeats)
     return {"blocks_per_s": per_s, "blocks_per_s_nohash": per_s_nohash,
             "blocks_per_s_engine": per_s_engine, "evictions_decode": counts.evictions,
             "evictions_engine": counts_engine.evictions, "num_blocks": num_blocks,

@@ -61,7 +61,7 @@ def test_engine_replay_equals_single_calls(monkeypatch):
             pools.append(self)
 
     monkeypatch.setattr(allocator, "BlockPool", Recorded)
-    _, counters = allocator._replay_engine(events, True)
+    _, counters = allocator._replay(events, True)
     ref = _singles(events)
     assert counters == ref.counters and counters.evictions > 0
     assert pools[0].cached == ref.cached and pools[0].ref_count == ref.ref_count
