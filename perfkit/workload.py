@@ -19,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal, TypeVar, overload
 
-from perfkit.config.schema import Arrival, LengthDist, WorkloadConfig
+from perfkit.config.workload import Arrival, LengthDist, WorkloadConfig
 
 # Token id 0 is never generated in prompts (reserved as padding by the model).
 FIRST_TOKEN_ID = 1

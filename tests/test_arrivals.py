@@ -9,7 +9,7 @@ from itertools import pairwise
 import pytest
 
 from perfkit.config.profile import Overrides, load_profile
-from perfkit.config.schema import Arrival
+from perfkit.config.workload import Arrival
 from perfkit.errors import PerfkitError
 from perfkit.sweep.loops import client_starts
 from perfkit.workload import arrival_times, level_arrivals, ramp_times

@@ -5,7 +5,7 @@ import statistics
 import pytest
 
 from perfkit.config.profile import Overrides, load_profile
-from perfkit.config.schema import LengthDist, WorkloadConfig
+from perfkit.config.workload import LengthDist, WorkloadConfig
 from perfkit.errors import PerfkitError
 from perfkit.workload import arrival_times, generate, output_counts, sample_length
 

@@ -17,9 +17,10 @@ from pathlib import Path
 from typing import Any
 
 from perfkit.config.presets import MODEL_PRESETS
-from perfkit.config.schema import LengthDist, Profile
+from perfkit.config.schema import Profile
 from perfkit.config.typed import FieldError, build, to_dict, unknown_key_message
 from perfkit.config.units import cdiv
+from perfkit.config.workload import LengthDist
 from perfkit.errors import PerfkitError
 
 if sys.version_info >= (3, 11):
@@ -198,7 +199,7 @@ def load_profile(ref: str, overrides: Overrides = Overrides()) -> Profile:
 def _check_uniform_means(profile: Profile, set_paths: list[str]) -> None:
     """A --set of a uniform length's mean would change nothing (uniform draws from min..max):
     an error naming the keys that do."""
-    from perfkit.config.schema import LengthDist
+    from perfkit.config.workload import LengthDist
 
     for path in set_paths:
         if not path.endswith(".mean"):

@@ -15,7 +15,7 @@ import random
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from perfkit.config.schema import LengthDist
+from perfkit.config.workload import LengthDist
 from perfkit.datasets.records import MOONCAKE_BLOCK, DatasetError, DatasetRecord
 from perfkit.workload import FIRST_TOKEN_ID, RequestLengths, RequestSpec, sample_length, stream
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from perfkit.config.schema import WorkloadConfig
+from perfkit.config.workload import WorkloadConfig
 from perfkit.workload import length_sampler, stream
 
 

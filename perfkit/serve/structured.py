@@ -23,7 +23,8 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from perfkit.engine.guard.automaton import Alt, Lit, Pattern, Repeat, Seq, TooLarge
-from perfkit.engine.guard.json_schema import SchemaError, compact, schema_pattern
+from perfkit.engine.guard.json_schema import SchemaError, schema_pattern
+from perfkit.engine.guard.json_syntax import compact
 from perfkit.engine.guard.structured import Grammar, compile_grammar
 from perfkit.serve.bounds import shown
 from perfkit.serve.errors import invalid

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from perfkit.config.schema import LengthDist
+from perfkit.config.workload import LengthDist
 from perfkit.datasets.load import detect_format, load_records
 from perfkit.datasets.records import MOONCAKE_BLOCK, DatasetError
 from perfkit.datasets.slices import load_tokenizer

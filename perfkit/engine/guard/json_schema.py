@@ -1,4 +1,6 @@
-"""JSON Schema -> a pattern (automaton.py) of compact JSON that validates against it.
+"""JSON Schema -> a pattern (automaton.py) of compact JSON that validates against it:
+the schema's keywords, references and composition read here, into the patterns of
+JSON text that json_syntax.py builds.
 
 What is written: no whitespace; object keys in `properties` order, required ones always,
 optional ones skippable, no other keys; strings of printable ASCII without `"` or `\\`
@@ -19,15 +21,22 @@ be promised to validate.
 
 from __future__ import annotations
 
-import json
 import math
 from typing import Any
 
-from perfkit.engine.guard.automaton import Alt, Chars, Lit, Pattern, Repeat, Seq
+from perfkit.engine.guard.automaton import Alt, Lit, Pattern
+from perfkit.engine.guard.json_syntax import (
+    alt,
+    any_number,
+    comma_list,
+    compact,
+    int_range,
+    object_members,
+    quoted_string,
+    seq,
+)
 
 ANY_DEPTH = 2  # containers in a schema-less value: {"a": [1, {"b": 2}]} is depth 2
-STRING_CHARS = frozenset(chr(c) for c in range(0x20, 0x7F)) - {'"', "\\"}
-DIGITS = frozenset("0123456789")
 ANNOTATIONS = frozenset({
     "title", "description", "default", "examples", "$schema", "$id", "$comment",
     "deprecated", "readOnly", "writeOnly", "format", "contentMediaType", "contentEncoding",
@@ -48,21 +57,8 @@ class SchemaError(ValueError):
         self.path = path  # where in the schema, dotted ("properties.city.pattern")
 
 
-def compact(value: Any) -> str:
-    """A JSON value as the grammar writes it (ASCII, no whitespace)."""
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=True)
-
-
 def _join(path: str, key: str) -> str:
     return f"{path}.{key}" if path else key
-
-
-def _seq(*parts: Pattern) -> Pattern:
-    return Seq(tuple(parts))
-
-
-def _alt(options: list[Pattern]) -> Pattern:
-    return options[0] if len(options) == 1 else Alt(tuple(options))
 
 
 class _Compiler:
@@ -93,7 +89,7 @@ class _Compiler:
         kinds = kind if isinstance(kind, list) else [kind]
         if not kinds or any(k not in TYPES for k in kinds):
             raise SchemaError(_join(path, "type"), f"expected one of {', '.join(TYPES)}")
-        return _alt([self.typed(k, s, path, depth) for k in dict.fromkeys(kinds)])
+        return alt([self.typed(k, s, path, depth) for k in dict.fromkeys(kinds)])
 
     def typed(self, kind: str, s: dict[str, Any], path: str, depth: int) -> Pattern:
         if kind == "object":
@@ -127,7 +123,7 @@ class _Compiler:
     def _enum(self, values: Any, path: str) -> Pattern:
         if not isinstance(values, list) or not values:
             raise SchemaError(_join(path, "enum"), "expected a non-empty list")
-        return _alt([Lit(text) for text in dict.fromkeys(compact(v) for v in values)])
+        return alt([Lit(text) for text in dict.fromkeys(compact(v) for v in values)])
 
     def _composition(self, s: dict[str, Any], path: str, depth: int) -> Pattern:
         key = next(k for k in ("anyOf", "oneOf", "allOf") if k in s)
@@ -141,7 +137,7 @@ class _Compiler:
         if key == "oneOf":
             self._distinct_types(branches, _join(path, key))
         rest = {k: v for k, v in s.items() if k != key}
-        return _alt([self.schema({**rest, **b} if isinstance(b, dict) else b,
+        return alt([self.schema({**rest, **b} if isinstance(b, dict) else b,
                                  f"{_join(path, key)}[{i}]", depth)
                      for i, b in enumerate(branches)])
 
@@ -168,65 +164,27 @@ class _Compiler:
         props = dict(props or {})
         for key in required:
             props.setdefault(key, {})  # required but not described: any value
-        members = [(k, self.schema(v, _join(_join(path, "properties"), k), depth - 1),
+        entries = [(k, self.schema(v, _join(_join(path, "properties"), k), depth - 1),
                     k in required) for k, v in props.items()]
-        return _seq(Lit("{"), self._members(members), Lit("}"))
-
-    def _members(self, members: list[tuple[str, Pattern, bool]]) -> Pattern:
-        """Keys in order, required ones present, optional ones skippable, commas between."""
-        def member(i: int) -> Pattern:
-            key, value, _ = members[i]
-            return _seq(Lit(compact(key) + ":"), value)
-
-        # after[i]: the members from i on, each preceded by a comma, the required ones
-        # present (an optional one is a Repeat 0..1: the rest is shared, not copied)
-        after: list[Pattern] = [Lit("")] * (len(members) + 1)
-        for i in range(len(members) - 1, -1, -1):
-            one = _seq(Lit(","), member(i))
-            after[i] = _seq(one if members[i][2] else Repeat(one, 0, 1), after[i + 1])
-        # the first member written has no comma before it
-        first: list[Pattern] = []
-        for i in range(len(members)):
-            first.append(_seq(member(i), after[i + 1]))
-            if members[i][2]:
-                break
-        else:
-            first.append(Lit(""))  # every member optional: {} is valid
-        return _alt(first)
+        return seq(Lit("{"), object_members(entries), Lit("}"))
 
     def array(self, s: dict[str, Any], path: str, depth: int) -> Pattern:
         lo, hi = s.get("minItems", 0), s.get("maxItems")
         if not isinstance(lo, int) or (hi is not None and (not isinstance(hi, int) or hi < lo)):
             raise SchemaError(_join(path, "maxItems"), "minItems <= maxItems, integers")
         item = self.schema(s.get("items", {}), _join(path, "items"), depth - 1)
-        return _seq(Lit("["), self._list(item, lo, hi), Lit("]"))
-
-    @staticmethod
-    def _list(item: Pattern, lo: int, hi: int | None) -> Pattern:
-        more = _seq(Lit(","), item)
-        if hi == 0:
-            return Lit("")
-        some = _seq(item, Repeat(more, max(lo - 1, 0), None if hi is None else hi - 1))
-        return some if lo >= 1 else Alt((Lit(""), some))
+        return seq(Lit("["), comma_list(item, lo, hi), Lit("]"))
 
     # -- scalars ---------------------------------------------------------------------
     def string(self, s: dict[str, Any], path: str) -> Pattern:
         lo, hi = s.get("minLength", 0), s.get("maxLength")
         if not isinstance(lo, int) or (hi is not None and (not isinstance(hi, int) or hi < lo)):
             raise SchemaError(_join(path, "maxLength"), "minLength <= maxLength, integers")
-        return _seq(Lit('"'), Repeat(Chars(STRING_CHARS), lo, hi), Lit('"'))
+        return quoted_string(lo, hi)
 
     def number(self, s: dict[str, Any], path: str, integer: bool) -> Pattern:
         lo, hi = _bounds(s, path)
-        if lo is None and hi is None:
-            whole = _seq(Repeat(Lit("-"), 0, 1), _natural())
-            if integer:
-                return whole
-            fraction = Repeat(_seq(Lit("."), Repeat(Chars(DIGITS), 1, None)), 0, 1)
-            exponent = Repeat(_seq(Chars(frozenset("eE")), Repeat(Chars(frozenset("+-")), 0, 1),
-                                   Repeat(Chars(DIGITS), 1, None)), 0, 1)
-            return _seq(whole, fraction, exponent)
-        return int_range(lo, hi)
+        return any_number(integer) if lo is None and hi is None else int_range(lo, hi)
 
     # -- values without a schema -----------------------------------------------------
     def any_value(self, depth: int) -> Pattern:
@@ -234,19 +192,15 @@ class _Compiler:
             self.string({}, ""), self.number({}, "", integer=False),
             Lit("true"), Lit("false"), Lit("null")]
         if depth <= 0:
-            return _alt(scalars)
-        return _alt([*scalars, self._any_object(depth), _seq(
-            Lit("["), self._list(self.any_value(depth - 1), 0, None), Lit("]"))])
+            return alt(scalars)
+        return alt([*scalars, self._any_object(depth), seq(
+            Lit("["), comma_list(self.any_value(depth - 1), 0, None), Lit("]"))])
 
     def _any_object(self, depth: int) -> Pattern:
         if depth <= 0:
             return Lit("{}")
-        pair = _seq(self.string({}, ""), Lit(":"), self.any_value(depth - 1))
-        return _seq(Lit("{"), self._list(pair, 0, None), Lit("}"))
-
-
-def _natural() -> Pattern:
-    return Alt((Lit("0"), _seq(Chars(DIGITS - {"0"}), Repeat(Chars(DIGITS), 0, None))))
+        pair = seq(self.string({}, ""), Lit(":"), self.any_value(depth - 1))
+        return seq(Lit("{"), comma_list(pair, 0, None), Lit("}"))
 
 
 def _bounds(s: dict[str, Any], path: str) -> tuple[int | None, int | None]:
@@ -270,51 +224,6 @@ def _bounds(s: dict[str, Any], path: str) -> tuple[int | None, int | None]:
     if lo is not None and hi is not None and lo > hi:
         raise SchemaError(path, f"no integer lies in [{lo}, {hi}]")
     return lo, hi
-
-
-def int_range(lo: int | None, hi: int | None) -> Pattern:
-    """Decimal integers n with lo <= n <= hi (None: unbounded), no leading zeros."""
-    options: list[Pattern] = []
-    if lo is None or lo < 0:  # negatives: "-" and a magnitude in [max(1, -hi), -lo]
-        top = None if lo is None else -lo
-        options.append(_seq(Lit("-"), _natural_range(max(1, -hi if hi is not None else 1),
-                                                      top)))
-    if hi is None or hi >= 0:
-        options.append(_natural_range(max(0, lo if lo is not None else 0), hi))
-    return _alt(options)
-
-
-def _natural_range(lo: int, hi: int | None) -> Pattern:
-    """Naturals lo..hi (hi None: unbounded) without leading zeros, by digit count."""
-    if hi is not None and lo > hi:
-        return Alt(())
-    options: list[Pattern] = []
-    width = len(str(lo))
-    last = len(str(hi)) if hi is not None else width
-    for n in range(width, last + 1):
-        a = max(lo, 10 ** (n - 1) if n > 1 else 0)
-        b = min(hi, 10 ** n - 1) if hi is not None else 10 ** n - 1
-        if a <= b:
-            options.append(_fixed(str(a).zfill(n), str(b).zfill(n)))
-    if hi is None:  # every longer number
-        options.append(_seq(Chars(DIGITS - {"0"}), Repeat(Chars(DIGITS), last, None)))
-    return _alt(options)
-
-
-def _fixed(a: str, b: str) -> Pattern:
-    """Strings of len(a) digits between a and b (same length), digit by digit."""
-    if not a:
-        return Lit("")
-    if a[0] == b[0]:
-        return _seq(Lit(a[0]), _fixed(a[1:], b[1:]))
-    n = len(a) - 1
-    lowest, highest = "0" * n, "9" * n
-    options = [_seq(Lit(a[0]), _fixed(a[1:], highest))]
-    middle = frozenset(str(d) for d in range(int(a[0]) + 1, int(b[0])))
-    if middle:
-        options.append(_seq(Chars(middle), Repeat(Chars(DIGITS), n, n)))
-    options.append(_seq(Lit(b[0]), _fixed(lowest, b[1:])))
-    return Alt(tuple(options))
 
 
 def schema_pattern(schema: Any, path: str = "") -> Pattern:

@@ -15,7 +15,8 @@ from perfkit.config.profile import Overrides, load_profile
 from perfkit.engine.engine import Engine
 from perfkit.engine.executor import null_executor
 from perfkit.engine.guard.automaton import token_dfa
-from perfkit.engine.guard.json_schema import SchemaError, int_range, schema_pattern
+from perfkit.engine.guard.json_schema import SchemaError, schema_pattern
+from perfkit.engine.guard.json_syntax import int_range
 from perfkit.engine.guard.structured import STRUCTURED_TEXTS, compile_grammar
 from perfkit.engine.sampling_params import SamplingParams
 from perfkit.workload import RequestSpec
