@@ -11,7 +11,6 @@ import asyncio
 import os
 from collections.abc import Callable
 from dataclasses import replace
-from pathlib import Path
 from typing import Any
 
 import aiohttp
@@ -32,24 +31,6 @@ __all__ = ["check_url"]
 DEFAULT_TIMEOUT_S = 60.0
 ENDPOINTS = ("completions", "chat")
 PROBE_TIMEOUT_S = 10.0  # the start-up probe waits at most this long, whatever --timeout
-
-
-def check_remote_flags(target: str | None, api_key_env: str | None, timeout: float | None,
-                       scrape_metrics: str | None, device: str | None,
-                       tokenizer: Path | None = None, endpoint: str | None = None,
-                       workers: str | None = None, ray: str | None = None,
-                       workers_per_node: int | None = None) -> None:
-    """Remote-only options need --target; engine-only ones refuse it."""
-    if target is None:
-        for name, value in (("--api-key-env", api_key_env), ("--timeout", timeout),
-                            ("--scrape-metrics", scrape_metrics), ("--tokenizer", tokenizer),
-                            ("--endpoint", endpoint), ("--workers", workers), ("--ray", ray),
-                            ("--workers-per-node", workers_per_node)):
-            if value is not None:
-                raise PerfkitError(f"{name} needs --target URL")
-    elif device is not None:
-        raise PerfkitError("--device sets the in-process engine's device; with --target the "
-                           "server chooses its own")
 
 
 def api_key_from_env(var: str | None) -> str | None:
