@@ -1,27 +1,39 @@
-"""Kernels compiled with numba, or run as plain Python: the fragmentation replays'
-(fragmentation/paged_kernel.py, contiguous_kernel.py) and the CPU paged decode
-(engine/layers/cpu_decode.py). Only the standard library here, so every floor may use it.
+"""Kernels compiled with numba, or run as plain Python: the replays' (replay/paged_*.py,
+fragmentation/contiguous_kernel.py, both over replay/arrivals_kernel.py) and the CPU paged
+decode (engine/layers/cpu_decode.py). Only the standard library here, so every floor may
+use it.
 
-A kernel module (`paged_kernel`, `contiguous_kernel`) is plain Python over int64 arrays
-and scalars: no objects, no dicts, so numba compiles it whole (`nopython`). Its functions
-are marked `@kernel`; imported normally they are compiled (numba.njit, cache=True: the
-machine code is written beside the source once and loaded from there after, so only the
-first run pays the compile). `pure(module)` loads a second copy of the same source with
-`@kernel` a no-op: the pure-Python reference the compiled path is tested against, and
-the fallback when numba is missing or PERFKIT_NO_JIT=1 (`--no-jit`).
+A kernel module is plain Python over int64 arrays and scalars: no objects, no dicts, so
+numba compiles it whole (`nopython`). Its functions are marked `@kernel`; imported
+normally they are compiled (numba.njit: the machine code is written beside the source
+once and loaded from there after, so only the first run pays the compile). `pure(module)`
+loads a second copy of the same source with `@kernel` a no-op, and the kernels it calls
+from other kernel modules pure copies too: the pure-Python reference the compiled path
+is tested against, and the fallback when numba is missing or PERFKIT_NO_JIT=1
+(`--no-jit`).
+
+A kernel may span several files: every function but the entry point is inlined into its
+callers, so the entry's machine code holds them all. numba's cache checks only the
+source file of the function it caches, so an entry point's cache is stamped here with
+every kernel file it reaches (`kernel_files`) and jit.py: a change in any of them
+recompiles it.
 
 The kernels' functions are untyped (numba types them from the arrays when it compiles
 them; plain Python runs them on lists): they are reached only through the typed wrappers
-in `paged` and `contiguous`, which build the arrays and read the results.
+(replay/paged.py, fragmentation/contiguous.py), which build the arrays and read the
+results.
 """
 
 from __future__ import annotations
 
+import ast
 import functools
+import hashlib
 import importlib.util
 import os
 import sys
 from collections.abc import Callable
+from pathlib import Path
 from types import ModuleType
 from typing import Any, Literal, TypeVar, cast
 
@@ -29,6 +41,7 @@ F = TypeVar("F", bound=Callable[..., Any])
 A = TypeVar("A")
 NO_JIT_ENV = "PERFKIT_NO_JIT"
 PURE_SUFFIX = "_pure"  # module name suffix of the plain-Python copies
+_KERNEL_MODULES: set[str] = set()  # modules with @kernel functions
 
 
 def jit_disabled() -> bool:
@@ -56,15 +69,67 @@ def kernel_with(entry: bool = False, **options: Any) -> Callable[[F], F]:
     numba options (fastmath, parallel: engine/layers/cpu_decode.py)."""
 
     def wrap(fn: F) -> F:
+        _KERNEL_MODULES.add(fn.__module__)
         if fn.__module__.endswith(PURE_SUFFIX) or jit_disabled() or numba_missing():
             return fn
         import numba
 
         inline: Literal["never", "always"] = "never" if entry else "always"
         # a Dispatcher called like fn (on the arrays the wrappers build)
-        return cast(F, numba.njit(fn, cache=True, nogil=True, inline=inline, **options))
+        compiled = numba.njit(fn, nogil=True, inline=inline, **options)
+        if entry:  # inlined functions are compiled into their callers, never alone
+            cast(Any, compiled)._cache = _family_cache(fn)
+        return cast(F, compiled)
 
     return wrap
+
+
+def _kernel_module_of(value: Any) -> str | None:
+    """The kernel module a global of a kernel module comes from, if any."""
+    name = value.__name__ if isinstance(value, ModuleType) else \
+        getattr(getattr(value, "py_func", value), "__module__", None)
+    return name if name in _KERNEL_MODULES else None
+
+
+def _imports(name: str) -> set[str]:
+    """The modules of the same package that module `name`'s import statements name."""
+    tree = ast.parse(Path(str(sys.modules[name].__file__)).read_text())
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            found |= {node.module, *(f"{node.module}.{a.name}" for a in node.names)}
+    top = name.split(".")[0]
+    return {m for m in found if m.split(".")[0] == top and m in sys.modules}
+
+
+def kernel_files(module_name: str) -> list[str]:
+    """The source files of a kernel module and of every module it imports from its own
+    package (its callees, its constants), following kernel modules further; sorted."""
+    seen: set[str] = set()
+    todo = [module_name]
+    while todo:
+        name = todo.pop()
+        if name not in seen:
+            seen.add(name)
+            todo += sorted(_imports(name)) if name in _KERNEL_MODULES else []
+    return sorted(str(sys.modules[name].__file__) for name in seen)
+
+
+def _family_cache(fn: Callable[..., Any]) -> Any:
+    """numba's cache for entry point `fn`, its source stamp widened to every kernel file
+    it reaches and this one: an edit of any of them empties the index (numba's own stamp
+    is fn's file only, and inlined callees from other files would stay stale)."""
+    from numba.core.caching import FunctionCache, IndexDataCacheFile
+
+    cache = FunctionCache(fn)
+    files = [*kernel_files(fn.__module__), __file__]
+    digest = hashlib.sha256(b"".join(Path(f).read_bytes() for f in files)).hexdigest()
+    cache._cache_file = IndexDataCacheFile(
+        cache_path=cache._cache_path, filename_base=cache._impl.filename_base,
+        source_stamp=(cache._impl.locator.get_source_stamp(), digest))
+    return cache
 
 
 def _identity(arr: A) -> A:
@@ -116,6 +181,12 @@ def pure(module: ModuleType) -> ModuleType:
     copy = importlib.util.module_from_spec(spec)
     sys.modules[name] = copy
     spec.loader.exec_module(copy)
+    for attr, value in list(vars(copy).items()):  # its kernel imports: pure copies too
+        other = _kernel_module_of(value)
+        if other is not None and not other.endswith(PURE_SUFFIX):
+            twin = pure(sys.modules[other])
+            setattr(copy, attr, twin if isinstance(value, ModuleType) else
+                    getattr(twin, getattr(value, "py_func", value).__name__))
     return copy
 
 

@@ -26,7 +26,9 @@ import numpy as np
 
 from perfkit import jit
 from perfkit.fragmentation import contiguous_kernel as ck
-from perfkit.fragmentation.types import NEVER, PolicyResult, Slots, Trace
+from perfkit.fragmentation.types import PolicyResult, Slots
+from perfkit.replay import arrivals_kernel as ak
+from perfkit.replay.trace import Trace
 
 Reserve = Callable[[int, int], int]  # (kv_len, max_model_len) -> slots reserved
 
@@ -64,14 +66,15 @@ def _state(trace: Trace, pool_slots: int, reserve: Reserve, max_num_seqs: int
     req[:, ck.KV] = np.minimum(req[:, ck.P] + np.asarray(trace.max_tokens, np.int64), mml) - 1
     req[:, ck.SIZE] = _sizes(reserve, req[:, ck.KV], mml)
     req[:, ck.KEY] = (np.asarray(trace.priority, np.int64) << 32) + np.arange(n)
-    req[:, ck.ARRIVAL] = trace.arrival_step if not trace.clients \
-        else np.where(np.arange(n) < trace.clients, 0, NEVER)
-    cfg = np.array([pool_slots, max_num_seqs, trace.clients, trace.client_delay], np.int64)
+    req[:, ak.ARRIVAL] = ak.first_column(trace.arrivals, n)
+    cfg = np.zeros(ck.NUM_CFG, np.int64)
+    cfg[[ak.CLIENTS, ak.DELAY]] = ak.rule_fields(trace.arrivals)
+    cfg[ck.POOL], cfg[ck.CAP] = pool_slots, max_num_seqs
     s = np.zeros(ck.NUM_SCALARS, np.int64)
     s[ck.NH] = 1 if pool_slots else 0
-    s[ck.DIRTY], s[ck.LAST_MEM], s[ck.LAST_CAP], s[ck.NUM_REQ] = 1, -1, -1, n
+    s[ck.DIRTY], s[ck.LAST_MEM], s[ck.LAST_CAP], s[ak.NUM_REQ] = 1, -1, -1, n
     s[ck.PEAK_FREE], s[ck.PEAK_ALLOC], s[ck.PEAK_STEP] = pool_slots, -1, -1
-    s[ck.ASSIGNED] = min(trace.clients, n)
+    s[ak.ASSIGNED] = ak.assigned_at_start(trace.arrivals, n)
     hs, hl = np.zeros(n + 2, np.int64), np.zeros(n + 2, np.int64)  # one hole more than runs
     hl[0] = pool_slots
     size = max(n, 1)

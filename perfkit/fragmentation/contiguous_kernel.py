@@ -6,26 +6,29 @@ is admitted while it fits and fewer than max_num_seqs run (FCFS by key, no overt
 The state changes only at admissions, finishes and arrivals, so the loop jumps between
 them and records the steps in between at once (`record`).
 
-Layout (flat, as `paged_kernel`): request i's field F at req[i * NF + F]; the free holes
-as sorted starts hs[0:nh] with lengths hl[0:nh] (disjoint, non-adjacent, non-empty); the
-waiting queue and the running requests' finishes as binary min-heaps of packed keys.
-Closed loop (CLIENTS > 0): as in `paged_kernel`, a finish in step t brings the next
-request at t + 1 + DELAY, a rejection at t + DELAY.
+Layout (flat, as replay/paged_layout.py): request i's field F at req[i * NF + F]; the free
+holes as sorted starts hs[0:nh] with lengths hl[0:nh] (disjoint, non-adjacent,
+non-empty); the waiting queue and the running requests' finishes as binary min-heaps of
+packed keys. Requests arrive by the one arrival rule (replay/arrivals_kernel.py, whose
+fields lead cfg, s and req): an open loop's steps, or a closed loop's answers.
 """
 
 from __future__ import annotations
 
-from perfkit.fragmentation.types import NEVER
 from perfkit.jit import kernel, unowned
+from perfkit.replay import arrivals_kernel as arrivals
+from perfkit.replay.arrivals import NEVER
+from perfkit.replay.arrivals_kernel import ARRIVAL, NUM_REQ, NXT
 
-POOL, CAP, CLIENTS, DELAY = range(4)  # cfg
-KV, SIZE, P, KEY, ARRIVAL, START, NF = range(7)  # req rows: kv_len, slots reserved, ...
-# s: scalars, then results. NUM: running; BASE: sum(P - a) over running (used slots at
-# the end of step t = BASE + NUM * t); KVSUM: their kv_len; ALLOC: their reserved slots
-(T, NH, NWAIT, NFIN, NUM, BASE, KVSUM, ALLOC, NXT, ASSIGNED, DIRTY, LAST_MEM, LAST_CAP,
- NUM_REQ, STEPS, SUM_USED, SUM_RES, SUM_INT, SUM_EXT, SUM_FREE, PEAK_USED, PEAK_RES,
+POOL, CAP, NUM_CFG = range(2, 5)  # cfg, after the arrival rule's CLIENTS, DELAY
+KV, SIZE, P, KEY, START, NF = range(1, 7)  # req rows, after ARRIVAL: kv_len, slots, ...
+# s: the arrival rule's state, scalars, then results. NUM: running; BASE: sum(P - a) over
+# running (used slots at the end of step t = BASE + NUM * t); KVSUM: their kv_len;
+# ALLOC: their reserved slots
+(T, NH, NWAIT, NFIN, NUM, BASE, KVSUM, ALLOC, DIRTY, LAST_MEM, LAST_CAP,
+ STEPS, SUM_USED, SUM_RES, SUM_INT, SUM_EXT, SUM_FREE, PEAK_USED, PEAK_RES,
  PEAK_INT, PEAK_EXT, PEAK_FREE, PEAK_STEP, PEAK_ALLOC, PEAK_SEQS, FINISHED, REJECTED,
- QMEM, QSEQS, NUM_SCALARS) = range(33)
+ QMEM, QSEQS, NUM_SCALARS) = range(3, 33)
 MASK = (1 << 32) - 1
 view = unowned(__name__)  # run's arrays without their owner (see jit.unowned)
 # gaps (float64): the running sum of 1 - largest hole / free over recorded steps, and at
@@ -111,19 +114,12 @@ def release(hs, hl, s, start, size):
 
 # -- requests ---------------------------------------------------------------------------------
 @kernel
-def answered(req, cfg, s, at):
-    if cfg[CLIENTS] > 0 and s[ASSIGNED] < s[NUM_REQ]:
-        req[s[ASSIGNED] * NF + ARRIVAL] = at
-        s[ASSIGNED] += 1
-
-
-@kernel
 def arrive(req, wait, cfg, s, i):
     """Queue i, or reject it (prompt >= max_model_len: kv_len < prompt; too large)."""
     r = i * NF
     if req[r + KV] < req[r + P] or req[r + SIZE] > cfg[POOL]:
         s[REJECTED] += 1
-        answered(req, cfg, s, s[T] + cfg[DELAY])
+        arrivals.rejected(req, NF, cfg, s, s[T])
         return
     s[NWAIT] = push(wait, s[NWAIT], req[r + KEY])
     s[DIRTY] = 1
@@ -170,7 +166,7 @@ def finish(req, fin, hs, hl, cfg, s):
         s[ALLOC] -= req[r + SIZE]
         s[FINISHED] += 1
         s[DIRTY] = 1
-        answered(req, cfg, s, t + 1 + cfg[DELAY])
+        arrivals.finished(req, NF, cfg, s, t)
 
 
 # -- recording ------------------------------------------------------------------------------
@@ -217,15 +213,16 @@ def run(req, wait, fin, hs, hl, cfg, s, gaps):
     n = s[NUM_REQ]
     s[T] = req[ARRIVAL] if n > 0 else 0  # request 0's
     while True:
-        while s[NXT] < n and req[s[NXT] * NF + ARRIVAL] <= s[T]:
+        while arrivals.due(req, NF, s, s[T]):
             arrive(req, wait, cfg, s, s[NXT])
             s[NXT] += 1
         if s[DIRTY] == 1:
             admit(req, wait, fin, hs, hl, cfg, s)
         if s[NUM] == 0:  # idle: nothing runs and nothing waits
-            if s[NXT] >= n or req[s[NXT] * NF + ARRIVAL] >= NEVER:
+            nxt = arrivals.next_arrival(req, NF, s)
+            if nxt >= NEVER:
                 return
-            s[T] = req[s[NXT] * NF + ARRIVAL]
+            s[T] = nxt
             continue
         s[PEAK_SEQS] = max(s[PEAK_SEQS], s[NUM])
         finish(req, fin, hs, hl, cfg, s)

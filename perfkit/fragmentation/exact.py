@@ -1,13 +1,10 @@
 """Waste accounting over the real engine: with the null executor, or with the model.
 
-`replay_scheduler` steps the real `Engine` (its one step loop: schedule -> execute ->
-commit -> append -> finish at max_tokens or max_model_len) with the null executor: no
-tensors, no torch, and every sampled token is the fixed id NULL_TOKEN. The guard is off
-(the replay counts memory; tool calls and loops would end requests early by token
-value). It is the reference the fast paged replay is tested against, and the engine's
-scheduling does not depend on token values except through prefix hashes of generated
-tokens, which no other request shares. `record_engine` is the loop it shares with the
-live run (fragmentation/live.py), so both see the same step clock and accounting.
+`replay_scheduler` steps the reference replay (replay/engine_replay.py: the real Engine
+with the null executor, requests arriving by the arrival rule) and accounts its pool
+after every step that ran a request; `record_engine` is that accounting around the step
+loop it shares with the live run (fragmentation/live.py), so both see the same step
+clock. The fast paged replay is tested against it.
 
 `account` reads one step's pool state, the same way for both:
     allocated = used blocks x block_size (shared blocks once)
@@ -19,9 +16,6 @@ live run (fragmentation/live.py), so both see the same step clock and accounting
     external  = 0 (any free block serves any request)
     saved     = the tables' entries - used blocks: what sharing saves (prefix hits,
                 a request's outputs sharing their prompt and, beams, their past)
-The waiting queue is not capped (max_waiting is raised to the number of requests):
-the replay measures memory, not the front door's queue limit. A closed loop assigns
-arrivals as requests finish, by the paged kernel's rule (`drive_arrivals`).
 """
 
 from __future__ import annotations
@@ -33,15 +27,14 @@ from dataclasses import dataclass, field
 from perfkit.config.schema import Profile
 from perfkit.engine.blocks import BlockPool, PoolCounters
 from perfkit.engine.engine import Engine
-from perfkit.engine.executor import TOP1_MEAN, null_executor
+from perfkit.engine.executor import TOP1_MEAN
 from perfkit.engine.kv_manager import table_tails
 from perfkit.engine.scheduler import SchedulerOutput
 from perfkit.engine.sequence import Sequence
-from perfkit.fragmentation.types import NEVER, PolicyResult, Slots
+from perfkit.fragmentation.types import PolicyResult, Slots
+from perfkit.replay.arrivals import ArrivalRule, ClosedLoop, open_loop
+from perfkit.replay.engine_replay import null_engine, run_engine
 from perfkit.workload import RequestSpec
-
-NULL_TOKEN = 1  # what the null executor "samples"
-UNLIMITED = 1 << 40  # a token budget no step reaches
 
 
 def account(pool: BlockPool, running: list[Sequence], max_model_len: int) -> Slots:
@@ -118,76 +111,20 @@ class ExactReplay:
     cached_free: list[int]  # cached-but-free blocks after each recorded step
 
 
-def drive_arrivals(arrival_steps: list[int], add: Callable[[int], bool],
-                   has_work: Callable[[], bool], step: Callable[[int, bool], int],
-                   clients: int = 0, delay: int = 0) -> int:
-    """Submit request i at step arrival_steps[i] (add(i) says whether it was rejected), call
-    step(t, more_arrivals) at every step with work (it returns the requests that finished),
-    jump over idle gaps. Returns the number of rejections. Shared by the scheduler replay
-    and the live engine run, so both see the same step clock.
+def record_engine(engine: Engine, specs: list[RequestSpec], rule: ArrivalRule,
+                  rec: Recorder, after_step: Callable[[], None] | None = None
+                  ) -> tuple[int, int]:
+    """Run the engine over specs by the arrival rule (`engine_replay.run_engine`) and
+    record its pool after every step that ran a request (then call after_step). Returns
+    (finished, rejected)."""
 
-    Closed loop (clients > 0; arrival_steps ignored): the first `clients` requests arrive
-    at step 0; a finish in step t brings the next request at t + 1 + delay, a rejection at
-    t + delay (the paged kernel's rule)."""
-    num = len(arrival_steps)
-    arrival = list(arrival_steps) if not clients else \
-        [0 if i < clients else NEVER for i in range(num)]
-    assigned = min(clients, num)
-
-    def answered(at: int) -> None:
-        nonlocal assigned
-        if clients and assigned < num:
-            arrival[assigned] = at
-            assigned += 1
-
-    rejected = nxt = 0
-    t = arrival[0] if num else 0
-    while nxt < num or has_work():
-        while nxt < num and arrival[nxt] <= t:
-            if add(nxt):
-                rejected += 1
-                answered(t + delay)
-            nxt += 1
-        if not has_work():
-            if nxt >= num or arrival[nxt] >= NEVER:
-                break
-            t = arrival[nxt]
-            continue
-        for _ in range(step(t, nxt < num)):
-            answered(t + 1 + delay)
-        t += 1
-    return rejected
-
-
-def record_engine(engine: Engine, specs: list[RequestSpec], arrival_steps: list[int],
-                  rec: Recorder, after_step: Callable[[], None] | None = None,
-                  clients: int = 0, delay: int = 0) -> tuple[int, int]:
-    """Submit specs[i] at step arrival_steps[i] (or closed loop, see drive_arrivals), step
-    the engine, and record its pool after every step that ran a request (then call
-    after_step). Returns (finished, rejected)."""
-    last: list[SchedulerOutput] = [SchedulerOutput()]  # the plan of the latest step
-    engine.on_step = lambda out: last.__setitem__(0, out)
-    finished = 0
-
-    def step(t: int, more_arrivals: bool) -> int:
-        nonlocal finished
-        before = engine.stats.steps
-        done = sum(event.finished for event in engine.step())
-        finished += done
-        out = last[0]
-        if engine.stats.steps > before:
+    def step(t: int, out: SchedulerOutput, done: list[int]) -> None:
+        if out.scheduled:
             rec.record(t, engine.pool, engine.scheduler.running, len(out.scheduled))
             if after_step is not None:
                 after_step()
-        elif not more_arrivals and not out.preempted:
-            raise RuntimeError("scheduler made no progress")  # an engine bug, not user input
-        return done
 
-    rejected = drive_arrivals(
-        arrival_steps, lambda i: engine.add_request(specs[i])[1] is not None,
-        lambda: engine.has_work, step, clients, delay,
-    )
-    return finished, rejected
+    return run_engine(engine, specs, rule, step)
 
 
 def replay_scheduler(
@@ -195,23 +132,22 @@ def replay_scheduler(
     unlimited_budget: bool = False, name: str | None = None, clients: int = 0,
     client_delay: int = 0, top1_mean: float = TOP1_MEAN,
 ) -> ExactReplay:
-    """Step the real Engine over `specs` (arriving at `arrival_steps`, or sent by `clients`
-    clients `client_delay` steps after each answer), null executor. Requests with several
-    outputs sample distinct tokens (a preempted group's outputs share their common prefix
-    only), and their beams keep and drop by the null executor's synthetic
-    log-probabilities of mean top-1 probability `top1_mean`."""
+    """`replay_engine` over `specs` arriving at `arrival_steps`, or sent by `clients`
+    clients `client_delay` steps after each answer."""
+    rule = ClosedLoop(clients, client_delay) if clients else open_loop(arrival_steps)
+    return replay_engine(profile, specs, rule, unlimited_budget, name, top1_mean)
+
+
+def replay_engine(profile: Profile, specs: list[RequestSpec], rule: ArrivalRule,
+                  unlimited_budget: bool = False, name: str | None = None,
+                  top1_mean: float = TOP1_MEAN) -> ExactReplay:
+    """Step the real Engine over `specs` arriving by `rule`, null executor (see
+    replay.engine_replay.null_engine), its pool accounted after every step."""
+    engine = null_engine(profile, specs, unlimited_budget, top1_mean)
     eng = profile.engine
-    replay = dataclasses.replace(
-        eng, guard=False, max_waiting=max(len(specs), 1),
-        max_num_batched_tokens=UNLIMITED if unlimited_budget else eng.max_num_batched_tokens)
-    groups = any(max(s.n, s.beam_width) > 1 for s in specs)
-    engine = Engine(dataclasses.replace(profile, engine=replay),
-                    executor=null_executor(None if groups else NULL_TOKEN, top1_mean))
-    engine.record_timeline = False  # the Recorder accounts every step itself
     rec = Recorder(name or f"paged-{eng.block_size} (scheduler)", eng.block_size,
                    engine.pool.num_blocks, eng.max_model_len)
-    finished, rejected = record_engine(engine, specs, arrival_steps, rec, None, clients,
-                                       client_delay)
+    finished, rejected = record_engine(engine, specs, rule, rec)
     counters = dataclasses.replace(engine.pool.counters)
     return ExactReplay(rec.result(finished, rejected, engine.scheduler.num_preemptions,
                                   counters.copy_on_writes), counters, rec.cached_free)

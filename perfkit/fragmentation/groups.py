@@ -1,9 +1,9 @@
 """Requests with several outputs (workload.n, workload.beam_width) in the replays, and the
 PagedAttention paper's memory saving to compare with.
 
-- Paged policies replay the real Engine with the null executor (`exact.replay_scheduler`:
+- Paged policies replay the real Engine with the null executor (`exact.replay_engine`:
   forks on shared blocks, copy-on-write, beams kept and dropped, groups preempted whole),
-  its pool sized and ruled as the policy's. The fast kernel (`paged_kernel`) replays one
+  its pool sized and ruled as the policy's. The fast kernel (replay/paged_kernel.py) replays one
   output per request and is not used for such traces. Prompts are made up from the
   trace's lengths (`trace_specs`: a shared prefix's tokens, then tokens of the request's
   own, so only shared prefixes hit the cache).
@@ -25,8 +25,10 @@ import dataclasses
 
 from perfkit.config.schema import Profile
 from perfkit.engine.sampling_params import mix64
-from perfkit.fragmentation.exact import replay_scheduler
-from perfkit.fragmentation.types import PolicyResult, Trace
+from perfkit.fragmentation.exact import replay_engine
+from perfkit.fragmentation.types import PolicyResult
+from perfkit.replay.arrivals import OpenLoop
+from perfkit.replay.trace import Trace
 from perfkit.workload import RequestSpec
 
 # Fig. 15 (OPT-13B on one A100-40GB, widths 2, 4 and 6), memory saving ranges in §6.3:
@@ -67,7 +69,8 @@ def expand(trace: Trace) -> Trace:
     return dataclasses.replace(
         trace, prompt_len=take(trace.prompt_len), max_tokens=take(trace.max_tokens),
         priority=take(trace.priority), prefix_group=take(trace.prefix_group),
-        arrival_step=take(trace.arrival_step), n=[], beam_width=[])
+        arrivals=OpenLoop(tuple(take(list(trace.arrivals.steps))))
+        if isinstance(trace.arrivals, OpenLoop) else trace.arrivals, n=[], beam_width=[])
 
 
 def trace_specs(trace: Trace, vocab_size: int) -> list[RequestSpec]:
@@ -98,8 +101,6 @@ def replay_paged(profile: Profile, trace: Trace, name: str, block_size: int,
     eng = dataclasses.replace(
         profile.engine, block_size=block_size, kv_memory=None,
         num_blocks=num_blocks + int(profile.engine.null_block), prefix_caching=caching)
-    replay = replay_scheduler(
-        dataclasses.replace(profile, engine=eng), trace_specs(trace, profile.model.vocab_size),
-        trace.arrival_step, name=name, clients=trace.clients,
-        client_delay=trace.client_delay, top1_mean=top1_mean)
-    return replay.result
+    return replay_engine(dataclasses.replace(profile, engine=eng),
+                         trace_specs(trace, profile.model.vocab_size), trace.arrivals,
+                         name=name, top1_mean=top1_mean).result

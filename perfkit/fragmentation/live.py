@@ -32,6 +32,7 @@ from perfkit.fragmentation.exact import ExactReplay, Recorder, record_engine, re
 from perfkit.fragmentation.paged import simulate_paged
 from perfkit.fragmentation.trace import arrival_steps, specs_trace
 from perfkit.fragmentation.types import Arrivals, PolicyResult
+from perfkit.replay.arrivals import open_loop
 from perfkit.workload import RequestSpec, generate
 
 
@@ -113,7 +114,7 @@ def run_engine(profile: Profile, specs: list[RequestSpec], steps: list[int]) -> 
                    profile.engine.max_model_len)
     rss: list[int] = []
     start = time.perf_counter()
-    finished, rejected = record_engine(engine, specs, steps, rec,
+    finished, rejected = record_engine(engine, specs, open_loop(steps), rec,
                                        lambda: rss.append(proc.memory_info().rss))
     wall = time.perf_counter() - start
     own = [(k.blocks_used, k.slots_used) for k in engine.stats.kv_timeline]

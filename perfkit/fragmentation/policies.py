@@ -47,7 +47,9 @@ from perfkit.fragmentation.contiguous import (
 from perfkit.fragmentation.groups import expand, replay_paged
 from perfkit.fragmentation.paged import simulate_paged
 from perfkit.fragmentation.trace import lengths_trace
-from perfkit.fragmentation.types import Arrivals, PolicyResult, Trace
+from perfkit.fragmentation.types import Arrivals, PolicyResult
+from perfkit.replay.arrivals import ClosedLoop, OpenLoop
+from perfkit.replay.trace import Trace
 
 GPU_UTILIZATION = 0.9  # share of device memory the server may use (vLLM's default)
 WASTE_TOLERANCE = 0.02  # block sizes within 2 points of the least waste count as tied
@@ -207,7 +209,7 @@ def _has_shared_prefix(trace: Trace, bs: int) -> bool:
 def warm_kernels() -> None:
     """Compile (first run) or load (cached) both kernels here, before the workers fork:
     they inherit the machine code instead of each loading or compiling it again."""
-    tiny = Trace([1], [1], [0], [-1], 0, [0], 8)
+    tiny = Trace([1], [1], [0], [-1], 0, OpenLoop((0,)), 8)
     simulate_paged(tiny, 1, 1, 1)
     simulate_contiguous(tiny, 8, reserve_exact, 1, "warm-up")
 
@@ -262,7 +264,7 @@ def simulate(profile: Profile, budget: Budget, cfg: FragConfig) -> FragReport:
     start = time.perf_counter()
     procs = min(cfg.jobs, os.cpu_count() or 1)
     trace = trace_and_kernels(profile, cfg, procs)
-    if trace.has_groups and trace.clients:
+    if trace.has_groups and trace.closed:
         raise PerfkitError("--arrivals closed: not with several outputs per request "
                            "(workload.n, workload.beam_width); use saturate or profile")
     jobs = _jobs(profile, budget, cfg, trace)
@@ -286,9 +288,11 @@ def _no_delay_preemptions(jobs: list[Job], trace: Trace, name: str) -> int | Non
     """A closed loop with a client delay: the named paged policy's preemptions when each
     client's next request comes with no delay (None for other arrivals)."""
     job = next((j for j in jobs if j.name == name), None)
-    if not trace.clients or not trace.client_delay or job is None:
+    loop = trace.closed
+    if loop is None or not loop.delay or job is None:
         return None
-    result, _ = _run_jobs([job], dataclasses.replace(trace, client_delay=0), 1)[0]
+    no_delay = dataclasses.replace(trace, arrivals=ClosedLoop(loop.clients, 0))
+    result, _ = _run_jobs([job], no_delay, 1)[0]
     return result.num_preempted
 
 

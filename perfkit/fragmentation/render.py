@@ -22,6 +22,7 @@ from perfkit.fragmentation.live import LiveReport
 from perfkit.fragmentation.policies import FragReport, limiter, profile_policy, verdict
 from perfkit.fragmentation.render_sharing import render_sharing, sharing_dict
 from perfkit.fragmentation.types import KINDS, PolicyResult, Slots
+from perfkit.replay.arrivals import ClosedLoop
 
 SCHEMA = "perfkit.fragmentation/1"
 BAR_WIDTH = 16
@@ -105,11 +106,12 @@ def _peak_table(policies: list[PolicyResult]) -> Table:
 def _header(rep: FragReport) -> Text:
     prof, tr, b, cfg = rep.profile, rep.trace, rep.budget, rep.config
     model = prof.model.preset or "custom model"
+    loop = tr.closed or ClosedLoop(1)  # read only for --arrivals closed
     arrivals = ("all waiting from step 0 (--arrivals saturate)" if cfg.arrivals == "saturate"
                 else f"the profile's arrivals at {cfg.step_s * 1e3:g} ms per step"
                 if cfg.arrivals == "profile" else
-                f"{tr.clients} clients in a closed loop, each next request "
-                f"{tr.client_delay} steps after the step of its answer + 1")
+                f"{loop.clients} clients in a closed loop, each next request "
+                f"{loop.delay} steps after the step of its answer + 1")
     n = tr.num_requests or 1
     return Text(
         f"perfkit fragmentation: {prof.name} · {model} · KV budget {format_bytes(b.bytes)} "
@@ -124,7 +126,8 @@ def _header(rep: FragReport) -> Text:
 
 def _delay_range(rep: FragReport) -> str:
     p = profile_policy(rep)
-    return (f"{p.name} preempts {p.num_preempted:,} times at {rep.trace.client_delay} steps, "
+    delay = rep.trace.closed.delay if rep.trace.closed else 0
+    return (f"{p.name} preempts {p.num_preempted:,} times at {delay} steps, "
             f"{rep.no_delay_preemptions:,} with none; a front end that hands answers back "
             "in bursts lands between the two")
 
@@ -272,7 +275,8 @@ def to_dict(rep: FragReport, live: LiveReport | None = None) -> dict[str, Any]:
                   "mean_output": sum(tr.max_tokens) / n, "max_model_len": tr.max_model_len,
                   "max_num_seqs": prof.engine.max_num_seqs,
                   "max_num_batched_tokens": prof.engine.max_num_batched_tokens,
-                  "clients": tr.clients or None, "client_delay_steps": tr.client_delay,
+                  "clients": tr.closed.clients if tr.closed else None,
+                  "client_delay_steps": tr.closed.delay if tr.closed else 0,
                   "no_delay_preemptions": rep.no_delay_preemptions},
         "policies": [policy_dict(p) for p in rep.policies],
         "sharing": sharing_dict(rep),

@@ -14,7 +14,8 @@ from rich.text import Text
 
 from perfkit.fragmentation.groups import group_kind, paper_range
 from perfkit.fragmentation.policies import FragReport, profile_policy
-from perfkit.fragmentation.types import PolicyResult, Trace
+from perfkit.fragmentation.types import PolicyResult
+from perfkit.replay.trace import Trace
 
 
 def mean_outputs(trace: Trace) -> float:

@@ -22,7 +22,9 @@ from pathlib import Path
 
 from perfkit.config.schema import Profile
 from perfkit.fragmentation.lengths import length_columns
-from perfkit.fragmentation.types import Arrivals, Trace
+from perfkit.fragmentation.types import Arrivals
+from perfkit.replay.arrivals import ClosedLoop, OpenLoop
+from perfkit.replay.trace import Trace
 from perfkit.workload import RequestLengths, RequestSpec, generate, output_counts, with_outputs
 
 
@@ -47,7 +49,7 @@ def lengths_trace(
         c = length_columns(profile.workload, mml, num_requests)
         ns, widths = output_counts(profile.workload, num_requests)
         trace = Trace(c.prompt_len, c.max_tokens, c.priority, c.prefix_group,
-                      profile.workload.shared_prefix.length, [0] * num_requests, mml,
+                      profile.workload.shared_prefix.length, OpenLoop((0,) * num_requests), mml,
                       n=ns, beam_width=widths)
     else:
         shapes = generate(profile.workload, profile.model.vocab_size, mml, num_requests,
@@ -60,9 +62,7 @@ def lengths_trace(
 
 def closed_loop(trace: Trace, clients: int, delay_steps: int) -> Trace:
     """The same requests sent by `clients` clients, `delay_steps` after each answer."""
-    if clients < 1:
-        raise ValueError("a closed loop needs at least one client")
-    return dataclasses.replace(trace, clients=clients, client_delay=delay_steps)
+    return dataclasses.replace(trace, arrivals=ClosedLoop(clients, delay_steps))
 
 
 def _dataset_trace(profile: Profile, num_requests: int, arrivals: Arrivals,
@@ -91,7 +91,8 @@ def specs_trace(
         [s.prompt_len for s in specs], [s.max_tokens for s in specs],
         [s.priority for s in specs],
         [-1 if s.prefix_group is None else s.prefix_group for s in specs],
-        prefix_len, _steps([s.arrival_s for s in specs], arrivals, step_s), max_model_len,
+        prefix_len, OpenLoop(tuple(_steps([s.arrival_s for s in specs], arrivals, step_s))),
+        max_model_len,
         n=[s.n for s in specs], beam_width=[s.beam_width for s in specs],
     )
 

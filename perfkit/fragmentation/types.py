@@ -1,4 +1,5 @@
-"""Types shared by the fragmentation replays: the trace, pool slots by kind, results.
+"""Types of the fragmentation tool: pool slots by kind, a policy's result (the trace is
+replay.trace.Trace).
 
 Waste kinds, in token slots (one slot holds one token's K and V for every layer).
 For a request of prompt P and max_tokens M, the engine stores K/V for
@@ -23,51 +24,7 @@ from typing import Literal
 
 KINDS = ("used", "reserved", "internal", "external", "free")
 
-Arrivals = Literal["saturate", "profile", "closed"]
-
-
-NEVER = 1 << 62  # a step no replay reaches: an arrival not yet assigned (every replay's)
-
-
-@dataclass
-class Trace:
-    """A request trace as lengths only (what memory accounting needs; no token ids).
-
-    Requests are in arrival order; the index is the FCFS tie-break."""
-
-    prompt_len: list[int]  # tokens, shared prefix included
-    max_tokens: list[int]  # output tokens to generate
-    priority: list[int]  # lower runs first
-    prefix_group: list[int]  # shared system prompt index, -1 for none
-    prefix_len: int  # tokens of every shared prefix (the profile's shared_prefix.length)
-    arrival_step: list[int]  # first step at which the request waits; nondecreasing
-    max_model_len: int
-    # closed loop: `clients` requests arrive at step 0 and each finish (or rejection)
-    # brings the next one `client_delay` steps later (see `paged_kernel`); 0: open loop,
-    # arrival_step as given
-    clients: int = 0
-    client_delay: int = 0  # steps from a finish to the client's next arrival, minus one
-    # outputs per request (workload.n, workload.beam_width); empty: one each
-    n: list[int] = field(default_factory=list)
-    beam_width: list[int] = field(default_factory=list)
-
-    @property
-    def num_requests(self) -> int:
-        return len(self.prompt_len)
-
-    @property
-    def has_groups(self) -> bool:
-        """Some request asks for several outputs (parallel samples or beams)."""
-        return any(x > 1 for x in self.n) or any(x > 1 for x in self.beam_width)
-
-    def width(self, i: int) -> int:
-        """Outputs of request i."""
-        return max(self.n[i] if self.n else 1, self.beam_width[i] if self.beam_width else 1)
-
-    def kv_len(self, i: int) -> int:
-        """K/V slots request i ever holds: prompt + output - 1, where the engine also
-        stops a request at max_model_len tokens."""
-        return min(self.prompt_len[i] + self.max_tokens[i], self.max_model_len) - 1
+Arrivals = Literal["saturate", "profile", "closed"]  # --arrivals: how a trace is drawn
 
 
 @dataclass(frozen=True)

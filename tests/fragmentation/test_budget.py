@@ -1,6 +1,7 @@
-"""The paged replay under a token budget (chunked prefill), both admission rules and closed
-loops, step for step against the real Engine (null executor); the compiled kernels equal
-the plain-Python ones."""
+"""The paged replay under a token budget (chunked prefill) and closed loops: hand traces
+against the real Engine (null executor), the client delay's effect; the compiled kernels
+equal the plain-Python ones on profile traces. tests/replay/test_conformance.py compares
+every decision on random traces."""
 
 from __future__ import annotations
 
@@ -9,27 +10,15 @@ import dataclasses
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_fragmentation import specs_for, trace
+from replay_fixtures import cases, engine_profile, specs_for, trace
 
 from perfkit.config.profile import Overrides, load_profile
 from perfkit.fragmentation.contiguous import reserve_pow2, simulate_contiguous
-from perfkit.fragmentation.exact import replay_scheduler
+from perfkit.fragmentation.exact import replay_engine
 from perfkit.fragmentation.paged import simulate_paged
 from perfkit.fragmentation.trace import closed_loop, lengths_trace
-from perfkit.fragmentation.types import PolicyResult, Trace
-
-SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-requests_st = st.lists(st.tuples(st.integers(1, 60), st.integers(1, 30)), min_size=1,
-                       max_size=20)
-
-
-def engine_profile(bs: int, blocks: int, seqs: int, budget: int, admission: str,
-                   mml: int = 96):
-    return load_profile("default", Overrides(sets=(
-        f"engine.block_size={bs}", f"engine.num_blocks={blocks + 1}",  # + the null block
-        f"engine.max_model_len={mml}",
-        f"engine.max_num_seqs={seqs}", "engine.prefix_caching=false",
-        f"engine.max_num_batched_tokens={budget}", f"engine.admission={admission}")))
+from perfkit.fragmentation.types import PolicyResult
+from perfkit.replay.trace import Trace
 
 
 def both(tr: Trace, bs: int, blocks: int, seqs: int, budget: int, admission: str
@@ -40,10 +29,8 @@ def both(tr: Trace, bs: int, blocks: int, seqs: int, budget: int, admission: str
     spans = simulate_paged(tr, blocks, bs, seqs, max_num_batched_tokens=budget,
                            full_prompt=admission == "full_prompt")  # decode spans at once
     assert spans == dataclasses.replace(fast, timeline=[])
-    exact = replay_scheduler(engine_profile(bs, blocks, seqs, budget, admission,
-                                            tr.max_model_len), specs_for(tr),
-                             tr.arrival_step, clients=tr.clients,
-                             client_delay=tr.client_delay).result
+    exact = replay_engine(engine_profile(bs, blocks, tr.max_model_len, seqs, budget, admission),
+                          specs_for(tr), tr.arrivals).result
     return fast, exact
 
 
@@ -74,32 +61,20 @@ def test_the_budget_decides_preemptions():
     assert (fast.num_preempted, fast.num_steps) == (6, 49)
 
 
-@SETTINGS
-@given(requests_st, st.sampled_from([1, 2, 4, 8]), st.integers(8, 40), st.integers(1, 6),
-       st.integers(1, 48), st.sampled_from(["full_prompt", "first_chunk"]),
-       st.lists(st.integers(0, 20), min_size=20, max_size=20),
-       st.lists(st.integers(0, 2), min_size=20, max_size=20), st.booleans())
-def test_budget_replay_matches_the_engine(reqs, bs, blocks, seqs, budget, admission, gaps,
-                                          prios, use_prios):
-    tr = trace(reqs, mml=96, arrivals=sorted(gaps[: len(reqs)]))
-    if use_prios:
-        tr.priority = prios[: len(reqs)]
-    assert_same(*both(tr, bs, blocks, seqs, budget, admission))
-
-
-@SETTINGS
-@given(requests_st, st.sampled_from([2, 4, 16]), st.integers(8, 40), st.integers(1, 6),
-       st.integers(4, 64), st.integers(1, 6), st.integers(0, 8))
-def test_closed_loop_matches_the_engine(reqs, bs, blocks, seqs, budget, clients, delay):
-    tr = closed_loop(trace(reqs, mml=96), clients, delay)
-    assert_same(*both(tr, bs, blocks, seqs, budget, "full_prompt"))
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(cases())
+def test_the_pool_is_accounted_as_the_engines(case):
+    """Blocks and slots by kind, step by step, peaks and counts, on the conformance test's
+    cases (budgets, closed loops, preemptions)."""
+    assert_same(*both(case.trace, case.bs, case.blocks, case.seqs, case.budget,
+                      case.admission))
 
 
 def test_client_delay_spreads_the_load():
     """A later next request: fewer running at once, fewer preemptions, more steps."""
     prof = load_profile("default")
     base = lengths_trace(prof, 200, "closed", clients=16)
-    runs = [simulate_paged(dataclasses.replace(base, client_delay=d), 40, 32, 16,
+    runs = [simulate_paged(closed_loop(base, 16, d), 40, 32, 16,
                            max_num_batched_tokens=2048) for d in (0, 40)]
     assert runs[0].num_preempted > runs[1].num_preempted
     assert runs[0].num_steps < runs[1].num_steps

@@ -9,13 +9,13 @@ import pytest
 
 from perfkit import jit
 from perfkit.config.profile import Overrides, load_profile
-from perfkit.fragmentation import paged_kernel
 from perfkit.fragmentation.paged import simulate_paged
 from perfkit.fragmentation.policies import FragConfig, trace_and_kernels
 from perfkit.fragmentation.trace import lengths_trace
 from perfkit.fragmentation.types import PolicyResult
+from perfkit.replay import paged_kernel, paged_span, paged_step
+from perfkit.replay import paged_layout as pk
 
-pk = paged_kernel
 # (profile, blocks, block size, max_num_seqs, token budget, prefix caching): batch cap,
 # preemptions, chunked prefill, a budget below the batch, prefixes
 CASES = [("sharegpt", 4000, 16, 32, 1 << 40, False), ("sharegpt", 300, 16, 16, 512, False),
@@ -32,7 +32,8 @@ def _replay(name: str, blocks: int, bs: int, seqs: int, budget: int, caching: bo
 
 @pytest.mark.parametrize("case", CASES)
 def test_cached_decode_bound_equals_a_fresh_pass(case, monkeypatch):
-    plain = jit.pure(pk)
+    jit.pure(paged_kernel)  # and its callees' pure copies
+    plain = jit.pure(paged_span)
     fresh_pass = plain.decode_fin
     used = []
 
@@ -52,14 +53,15 @@ def test_cached_decode_bound_equals_a_fresh_pass(case, monkeypatch):
 
 @pytest.mark.parametrize("case", CASES)
 def test_covered_commit_compacts_as_compact(case, monkeypatch):
-    plain = jit.pure(pk)
+    jit.pure(paged_kernel)
+    plain = jit.pure(paged_step)
     commit = plain.commit
     covered = []
 
-    def checked(req, q, grp, cfg, s):
+    def checked(req, q, grp, cfg, s, lg):
         before = [q[k * pk.NQ + pk.RUN] for k in range(s[pk.NRUN])]
         was_covered = s[pk.COVERED] == 1
-        ran = commit(req, q, grp, cfg, s)
+        ran = commit(req, q, grp, cfg, s, lg)
         if was_covered:
             expect = [i for i in before if req[i * pk.NF + pk.STAT] == pk.RUNNING]
             assert [q[k * pk.NQ + pk.RUN] for k in range(s[pk.NRUN])] == expect
@@ -78,12 +80,13 @@ def test_uncovered_steps_take_the_plain_passes(case, monkeypatch):
     never runs out before the last running request (COVERED stays 1); were it to, commit
     leaves RUN to `compact` and the bound to a fresh pass. Forced here every other step."""
     expect = _replay(*case)
-    plain = jit.pure(pk)
+    jit.pure(paged_kernel)
+    plain = jit.pure(paged_step)
     schedule = plain.schedule_running
     steps = [0]
 
-    def uncovered(req, q, grp, cfg, s):
-        schedule(req, q, grp, cfg, s)
+    def uncovered(req, q, grp, cfg, s, lg):
+        schedule(req, q, grp, cfg, s, lg)
         steps[0] += 1
         if steps[0] % 2:
             s[pk.COVERED] = 0

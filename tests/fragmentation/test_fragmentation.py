@@ -3,14 +3,12 @@ of the fast paged replay with the real Scheduler/BlockPool and the Engine."""
 
 from __future__ import annotations
 
-import random
-
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from replay_fixtures import engine_profile, specs_for, trace
 
 from perfkit import jit
-from perfkit.config.profile import Overrides, load_profile
 from perfkit.fragmentation import contiguous_kernel
 from perfkit.fragmentation.contiguous import (
     reserve_exact,
@@ -20,39 +18,7 @@ from perfkit.fragmentation.contiguous import (
 )
 from perfkit.fragmentation.exact import replay_scheduler
 from perfkit.fragmentation.paged import simulate_paged
-from perfkit.fragmentation.types import Slots, Trace
-from perfkit.workload import RequestSpec
-
-
-def trace(requests: list[tuple[int, int]], mml: int = 8, arrivals: list[int] | None = None,
-          groups: list[int] | None = None, prefix_len: int = 0) -> Trace:
-    """requests: (prompt, max_tokens) each."""
-    n = len(requests)
-    return Trace([p for p, _ in requests], [m for _, m in requests], [0] * n,
-                 groups or [-1] * n, prefix_len, arrivals or [0] * n, mml)
-
-
-def specs_for(tr: Trace, seed: int = 0) -> list[RequestSpec]:
-    """Token prompts for a trace: group prefixes shared, the rest distinct."""
-    rng = random.Random(seed)
-    prefixes = {g: tuple(rng.randrange(2, 1 << 30) for _ in range(tr.prefix_len))
-                for g in set(tr.prefix_group) if g >= 0}
-    specs = []
-    for i in range(tr.num_requests):
-        g = tr.prefix_group[i]
-        head = prefixes[g] if g >= 0 else ()
-        own = tuple(rng.randrange(2, 1 << 30) for _ in range(tr.prompt_len[i] - len(head)))
-        specs.append(RequestSpec(i, head + own, tr.max_tokens[i], tr.priority[i],
-                                 prefix_group=None if g < 0 else g))
-    return specs
-
-
-def profile_for(bs: int, blocks: int, mml: int, seqs: int = 64, caching: bool = False):
-    return load_profile("default", Overrides(sets=(
-        f"engine.block_size={bs}", f"engine.num_blocks={blocks + 1}",  # + the null block
-        f"engine.max_model_len={mml}",
-        f"engine.max_num_seqs={seqs}", f"engine.prefix_caching={str(caching).lower()}",
-        "engine.max_num_batched_tokens=100000")))
+from perfkit.fragmentation.types import Slots
 
 
 # -- first fit ---------------------------------------------------------------------------
@@ -151,8 +117,8 @@ def test_hand_traces_match_the_real_scheduler(case):
         "prefix": (trace([(5, 3), (5, 3)], 16, [0, 1], [0, 0], 4), 2, 8, True),
     }[case]
     fast = simulate_paged(tr, blocks, bs, 64, caching, timeline=True)
-    exact = replay_scheduler(profile_for(bs, blocks, tr.max_model_len, caching=caching),
-                             specs_for(tr), tr.arrival_step).result
+    exact = replay_scheduler(engine_profile(bs, blocks, tr.max_model_len, caching=caching),
+                             specs_for(tr), list(tr.arrivals.steps)).result
     assert fast.timeline == exact.timeline
     assert fast.totals == exact.totals and fast.peak == exact.peak
 
@@ -181,7 +147,7 @@ def test_kinds_sum_to_the_pool_and_paged_matches_scheduler(reqs, bs, blocks, seq
         assert r.totals.total == r.pool_slots * r.num_steps
         assert r.peak.total == r.pool_slots or r.num_steps == 0
         assert r.num_finished + r.num_rejected == len(reqs)
-    exact = replay_scheduler(profile_for(bs, blocks, 64, seqs), specs_for(tr), arrivals).result
+    exact = replay_scheduler(engine_profile(bs, blocks, 64, seqs), specs_for(tr), arrivals).result
     fast = results[0]
     assert fast.timeline == exact.timeline
     assert (fast.totals, fast.num_preempted, fast.num_rejected) == (

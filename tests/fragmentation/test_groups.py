@@ -12,12 +12,13 @@ import pytest
 from perfkit.config.profile import Overrides, load_profile
 from perfkit.fragmentation.groups import expand, paper_range, replay_paged, trace_specs
 from perfkit.fragmentation.trace import lengths_trace
-from perfkit.fragmentation.types import Trace
+from perfkit.replay.arrivals import OpenLoop
+from perfkit.replay.trace import Trace
 
 
 def one_request(n: int = 1, beam: int = 1) -> Trace:
     """A prompt of two whole blocks of 4, three outputs tokens each."""
-    return Trace([8], [3], [0], [-1], 0, [0], 64, n=[n], beam_width=[beam])
+    return Trace([8], [3], [0], [-1], 0, OpenLoop((0,)), 64, n=[n], beam_width=[beam])
 
 
 def test_parallel_samples_save_what_they_share():
@@ -32,14 +33,15 @@ def test_parallel_samples_save_what_they_share():
 
 
 def test_contiguous_policies_reserve_every_output():
-    tr = Trace([5, 7], [3, 2], [0, 1], [-1, -1], 0, [0, 2], 64, n=[3, 1], beam_width=[1, 1])
+    tr = Trace([5, 7], [3, 2], [0, 1], [-1, -1], 0, OpenLoop((0, 2)), 64, n=[3, 1],
+               beam_width=[1, 1])
     out = expand(tr)
     assert out.prompt_len == [5, 5, 5, 7] and out.priority == [0, 0, 0, 1]
-    assert out.arrival_step == [0, 0, 0, 2] and not out.has_groups
+    assert out.arrivals == OpenLoop((0, 0, 0, 2)) and not out.has_groups
 
 
 def test_made_up_prompts_share_only_their_prefix():
-    tr = Trace([6, 6, 5], [1, 1, 1], [0] * 3, [0, 0, -1], 4, [0] * 3, 64, n=[2, 2, 2])
+    tr = Trace([6, 6, 5], [1, 1, 1], [0] * 3, [0, 0, -1], 4, OpenLoop((0,) * 3), 64, n=[2, 2, 2])
     a, b, c = trace_specs(tr, 512)
     assert a.prompt[:4] == b.prompt[:4] and a.prompt[4:] != b.prompt[4:]
     assert a.prompt[:4] != c.prompt[:4] and a.n == 2 and len(c.prompt) == 5

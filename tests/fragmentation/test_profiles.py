@@ -44,7 +44,7 @@ def test_fast_replay_matches_scheduler_on_a_small_profile():
     tr = specs_trace(specs, prof.workload.shared_prefix.length, prof.engine.max_model_len)
     fast = simulate_paged(tr, usable_blocks(prof), prof.engine.block_size, prof.engine.max_num_seqs,
                           prof.engine.prefix_caching, timeline=True)
-    exact = replay_scheduler(prof, specs, tr.arrival_step).result
+    exact = replay_scheduler(prof, specs, list(tr.arrivals.steps)).result
     assert fast.saved_block_steps > 0
     assert fast.timeline == exact.timeline and fast.totals == exact.totals
 
