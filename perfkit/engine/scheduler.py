@@ -1,5 +1,8 @@
 """Continuous batching with chunked prefill, priority, admission control, preemption.
 
+perfkit/replay/paged_step.py (+ paged_schedule.py) is this scheduler compiled over block
+counts: a change here is a change there; tests/replay/test_conformance.py ties them.
+
 The model of a step: there are no prefill or decode phases. Every sequence has
 `num_computed_tokens` moving toward `num_tokens`; a step gives each scheduled
 sequence some new tokens to compute within the token budget
