@@ -11,9 +11,8 @@ slots by kind (see `frag_types`), averaged over the steps that ran a request and
 at its peak, and they sum to its pool.
 
 The waiting queue is not capped (engine.max_waiting is the front door's limit,
-not memory's); requests that can never fit are counted as rejected. The block
-size recommended is the largest whose waste is within WASTE_TOLERANCE of the
-least (`recommend`).
+not memory's); requests that can never fit are counted as rejected. judgement.py
+recommends a block size and says what limited the run.
 
 Policies run in parallel processes (`jobs`, fork), each a pure function of the
 trace, slowest first (paged, small blocks); with no shared prefix in the trace the
@@ -27,7 +26,6 @@ import dataclasses
 import multiprocessing
 import os
 import time
-from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from typing import NamedTuple
@@ -45,6 +43,7 @@ from perfkit.fragmentation.contiguous import (
     simulate_contiguous,
 )
 from perfkit.fragmentation.groups import expand, replay_paged
+from perfkit.fragmentation.judgement import Recommendation, recommend
 from perfkit.fragmentation.paged import simulate_paged
 from perfkit.fragmentation.trace import lengths_trace
 from perfkit.fragmentation.types import Arrivals, PolicyResult
@@ -52,7 +51,6 @@ from perfkit.replay.arrivals import ClosedLoop, OpenLoop
 from perfkit.replay.trace import Trace
 
 GPU_UTILIZATION = 0.9  # share of device memory the server may use (vLLM's default)
-WASTE_TOLERANCE = 0.02  # block sizes within 2 points of the least waste count as tied
 OVERLAP_MAX_REQUESTS = 500_000  # a child draws the trace up to here (trace_and_kernels)
 CONTIGUOUS = {"reserve-max": reserve_max, "pow2": reserve_pow2, "oracle": reserve_exact}
 
@@ -112,12 +110,6 @@ class FragConfig:
     jit: bool = True  # the compiled replays (False: the plain-Python reference)
     # beam search replays: the null executor's mean top-1 probability (fragmentation/groups)
     beam_top1: float = TOP1_MEAN
-
-
-@dataclass(frozen=True)
-class Recommendation:
-    block_size: int | None
-    reason: str
 
 
 @dataclass
@@ -294,92 +286,3 @@ def _no_delay_preemptions(jobs: list[Job], trace: Trace, name: str) -> int | Non
     no_delay = dataclasses.replace(trace, arrivals=ClosedLoop(loop.clients, 0))
     result, _ = _run_jobs([job], no_delay, 1)[0]
     return result.num_preempted
-
-
-# -- judgement --------------------------------------------------------------------------
-def waste_share(result: PolicyResult) -> float:
-    """Time-averaged share of the pool allocated or unusable but holding no token."""
-    s = result.totals.shares()
-    return s["reserved"] + s["internal"] + s["external"]
-
-
-def recommend(policies: list[PolicyResult],
-              tolerance: float = WASTE_TOLERANCE) -> Recommendation:
-    """The largest block size whose waste is within `tolerance` of the least waste:
-    larger blocks mean shorter block tables and better kernel efficiency (the
-    PagedAttention paper found 16-128 best on ShareGPT), smaller ones less tail waste."""
-    paged = [p for p in policies if p.kind == "paged" and not p.name.endswith("+prefix")]
-    if not paged:
-        return Recommendation(None, "no paged block size was replayed")
-    least = min(waste_share(p) for p in paged)
-    tied = [p for p in paged if waste_share(p) <= least + tolerance]
-    best = max(tied, key=lambda p: p.block_size or 0)
-    larger = [p for p in paged if (p.block_size or 0) > (best.block_size or 0)]
-    reason = (f"block {best.block_size} wastes {waste_share(best):.1%} of the pool, within "
-              f"{tolerance:.0%} of the least ({least:.1%}); larger blocks mean shorter block "
-              "tables and more efficient attention kernels")
-    if larger:
-        nxt = min(larger, key=lambda p: p.block_size or 0)
-        reason += f", but block {nxt.block_size} would waste {waste_share(nxt):.1%}"
-    if best.num_preempted:
-        reason += f" ({best.num_preempted:,} preemptions at block {best.block_size})"
-    return Recommendation(best.block_size, reason)
-
-
-_KIND_MEANING: dict[str, Callable[[PolicyResult], str]] = {
-    "reserved": lambda p: "held for tokens not generated yet",
-    "internal": lambda p: ("reserved beyond the final length, never used"
-                           if p.kind == "contiguous" else "last-block tails never used"),
-    "external": lambda p: "free, but in holes too small for the next request",
-}
-
-
-def verdict(p: PolicyResult) -> str:
-    """One line: how much of the occupied memory holds tokens, and the largest waste."""
-    shares = p.totals.shares()
-    kind = max(("reserved", "internal", "external"), key=lambda k: shares[k])
-    line = (f"{p.totals.used_of_occupied:.1%} of occupied memory holds tokens; "
-            f"largest waste: {kind} {shares[kind]:.1%} of the pool "
-            f"({_KIND_MEANING[kind](p)}); at most {p.peak_sequences} running")
-    if p.num_preempted:
-        per = p.num_preempted / max(p.num_finished, 1)
-        line += f", {p.num_preempted:,} preemptions ({per:.1f} per request)"
-    if p.saved_block_steps:
-        line += f", sharing blocks saves {p.shared_saving:.1%} of the pool"
-    return line
-
-
-def profile_policy(rep: FragReport) -> PolicyResult:
-    """The paged replay at the profile's block size: without prefix caching, or with it
-    when --block-sizes leaves that size out (that replay always runs: see _jobs)."""
-    bs = rep.profile.engine.block_size
-    by_name = {x.name: x for x in rep.policies}
-    return by_name.get(f"paged-{bs}") or by_name[f"paged-{bs}+prefix"]
-
-
-def limiter(rep: FragReport) -> tuple[str, str]:
-    """What bounded the run at the profile's block size: ("memory" | "batch cap" |
-    "token budget" | "load", a sentence). With the batch cap or the budget binding, the
-    pool never fills and the shares above say little about fragmentation: the sentence
-    says what to change."""
-    cap = rep.profile.engine.max_num_seqs
-    p = profile_policy(rep)
-    name = p.name
-    occupied = p.peak.occupied / p.pool_slots if p.pool_slots else 0.0
-    if p.num_preempted or p.num_queued_for_memory:
-        return "memory", (f"memory limits {name}: {p.num_preempted:,} preemptions, "
-                          f"{p.num_queued_for_memory:,} requests queued for blocks")
-    if p.peak_sequences >= cap:
-        return "batch cap", (
-            f"the batch cap (max_num_seqs {cap}), not memory, limits {name}: at most "
-            f"{occupied:.1%} of its pool was occupied; raise max_num_seqs or lower the KV "
-            "budget (--kv-memory) to see fragmentation under memory pressure")
-    if p.num_queued_for_budget:
-        budget = rep.profile.engine.max_num_batched_tokens
-        return "token budget", (
-            f"the token budget (max_num_batched_tokens {budget}), not memory, limits "
-            f"{name}: {p.num_queued_for_budget:,} requests waited for it, at most "
-            f"{p.peak_sequences} running, {occupied:.1%} of the pool occupied; raise "
-            "max_num_batched_tokens to admit more at once")
-    return "load", (f"neither memory nor the batch cap limits {name}: at most "
-                    f"{p.peak_sequences} running, {occupied:.1%} of the pool occupied")

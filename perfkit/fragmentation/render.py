@@ -18,8 +18,9 @@ from rich.text import Text
 
 from perfkit.config.profile import profile_sha256
 from perfkit.config.units import format_bytes
+from perfkit.fragmentation.judgement import limiter, profile_policy, verdict
 from perfkit.fragmentation.live import LiveReport
-from perfkit.fragmentation.policies import FragReport, limiter, profile_policy, verdict
+from perfkit.fragmentation.policies import FragReport
 from perfkit.fragmentation.render_sharing import render_sharing, sharing_dict
 from perfkit.fragmentation.types import KINDS, PolicyResult, Slots
 from perfkit.replay.arrivals import ClosedLoop

@@ -13,7 +13,8 @@ from rich.table import Table
 from rich.text import Text
 
 from perfkit.fragmentation.groups import group_kind, paper_range
-from perfkit.fragmentation.policies import FragReport, profile_policy
+from perfkit.fragmentation.judgement import profile_policy
+from perfkit.fragmentation.policies import FragReport
 from perfkit.fragmentation.types import PolicyResult
 from perfkit.replay.trace import Trace
 

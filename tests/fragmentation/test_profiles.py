@@ -8,16 +8,9 @@ import pytest
 from perfkit.config.profile import Overrides, load_profile, usable_blocks
 from perfkit.errors import PerfkitError
 from perfkit.fragmentation.exact import replay_scheduler
+from perfkit.fragmentation.judgement import limiter, recommend, verdict
 from perfkit.fragmentation.paged import simulate_paged
-from perfkit.fragmentation.policies import (
-    FragConfig,
-    kv_budget,
-    limiter,
-    recommend,
-    simulate,
-    verdict,
-    weight_bytes,
-)
+from perfkit.fragmentation.policies import FragConfig, kv_budget, simulate, weight_bytes
 from perfkit.fragmentation.trace import lengths_trace, specs_trace
 from perfkit.workload import generate
 
