@@ -8,16 +8,16 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
+from perfkit.client_script import level_script
 from perfkit.config.schema import Profile
 from perfkit.engine.engine import Engine
 from perfkit.engine.executor import null_executor
 from perfkit.predict.calibration import Calibration
-from perfkit.predict.loads import closed_loop, open_loop
+from perfkit.predict.loads import play
 from perfkit.predict.virtual_clock import VirtualClock
 from perfkit.records import RequestRecord
 from perfkit.result.level import Counts, Goodput, Latency, LoadPoint, Throughput
 from perfkit.summary.latency import goodput, level_counts, level_latency, throughput
-from perfkit.sweep.loops import client_starts
 from perfkit.sweep.plan import SweepPlan, plan_from_profile
 from perfkit.sweep.runner import level_specs
 
@@ -59,12 +59,9 @@ def _run(engine: Engine, cal: Calibration, profile: Profile, plan: SweepPlan,
     clock = VirtualClock(engine, cal.step)
     specs = level_specs(profile, plan, level)
     warm = _Warm(clock)
-    if level.concurrency is None:
-        records = open_loop(clock, specs, plan.num_warmup, warm)
-    else:
-        records = closed_loop(clock, specs, level.concurrency, plan.num_warmup,
-                              (plan.requests_at(level), plan.min_level_s),
-                              client_starts(level.concurrency, *plan.ramp), warm)
+    script = level_script(specs, plan.num_warmup, level.concurrency,
+                          (plan.requests_at(level), plan.min_level_s), plan.ramp)
+    records = play(clock, script, warm)
     return records, clock, (warm.steps, warm.busy_s)
 
 

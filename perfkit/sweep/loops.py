@@ -1,8 +1,10 @@
-"""Load generators: closed loop (C clients) and open loop (arrivals at a rate).
+"""Load generators on asyncio: closed loop (C clients) and open loop (arrivals at a rate).
 
-Closed loop: each client submits its next request when its previous one ends.
-Open loop: each request is submitted at its arrival offset, whatever is in flight;
-its arrival time is the intended one, so a late submission counts as queueing.
+Which request goes next and when is the level's `ClientScript` (perfkit/client_script.py,
+which predict/loads.py plays on the virtual clock too); here are only the clock, the send
+and the wait for the end. Closed loop: each client submits its next request when its
+previous one ends. Open loop: each request is submitted at its arrival offset, whatever is
+in flight; its arrival time is the intended one, so a late submission counts as queueing.
 Times in the records are seconds since the level started (perfkit.clock: perf_counter
 less lockstep pauses).
 
@@ -15,11 +17,20 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-import math
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
+from perfkit.client_script import (
+    Client,
+    ClientScript,
+    HeldTurns,
+    level_script,
+    phase_start,
+    released_arrival,
+)
+from perfkit.client_script import client_starts as client_starts  # re-exported
+from perfkit.client_script import conversations as conversations  # re-exported
 from perfkit.clock import now
 from perfkit.records import RequestRecord
 from perfkit.result.point import LoadPoint
@@ -130,135 +141,80 @@ async def _warm_done(on_warm: OnWarm) -> None:
         await result
 
 
-def submitted_until(specs: list[RequestSpec], least: tuple[int, float] | None,
-                    clock: Callable[[], float] = now) -> Iterator[RequestSpec]:
-    """The specs in order; with `least` (count, seconds), none after both are reached
-    (seconds on `clock`, from the first spec taken: the predictor's is virtual)."""
-    start = clock()
-    for i, spec in enumerate(specs):
-        if least is not None and i >= least[0] and clock() - start >= least[1]:
-            return
-        yield spec
-
-
-def conversations(specs: Iterator[RequestSpec]) -> Iterator[list[RequestSpec]]:
-    """Consecutive turns of one conversation as one item (a client sends them in order);
-    every other spec alone."""
-    group: list[RequestSpec] = []
-    for spec in specs:
-        if group and (spec.conversation is None or spec.conversation != group[0].conversation
-                      or spec.turn == 0):
-            yield group
-            group = []
-        group.append(spec)
-    if group:
-        yield group
-
-
-def client_starts(concurrency: int, ramp: str, ramp_s: float) -> list[float] | None:
-    """Seconds after the measured phase starts at which each client starts: all at once,
-    evenly over ramp_s (linear), or doubling the clients every equal share of it
-    (exponential: client j at ramp_s * log2(j + 1) / log2(C))."""
-    if ramp == "none" or ramp_s <= 0 or concurrency < 2:
-        return None
-    if ramp == "linear":
-        return [ramp_s * j / concurrency for j in range(concurrency)]
-    return [ramp_s * math.log2(j + 1) / math.log2(concurrency) for j in range(concurrency)]
-
-
-async def closed_loop(serve: Serve, specs: list[RequestSpec], concurrency: int,
-                      num_warmup: int, on_record: OnRecord = _ignore,
+async def closed_loop(serve: Serve, script: ClientScript, on_record: OnRecord = _ignore,
                       on_warm: OnWarm = _nothing,
-                      least: tuple[int, float] | None = None,
-                      starts: list[float] | None = None,
                       pacing: Pacing | None = None) -> list[RequestRecord]:
-    """`concurrency` clients take the next spec from a shared, ordered queue.
-
-    The first `num_warmup` specs run as a phase of their own, at the same concurrency,
-    and end before any measured request is submitted: nothing measured overlaps the
-    warm-up, and every one of the remaining specs is measured. `on_warm` runs between.
-    `least` = (count, seconds): the measured phase submits its specs in order and stops
-    once it has submitted `count` and lasted `seconds` (the rest are never sent).
-    A multi-turn conversation is one client's: its turns in order, each `think_s` after
-    the previous one ended. `starts`: client j of the measured phase starts starts[j]
-    seconds in (a ramp); the warm-up starts them all at once. `pacing`: arrivals are
-    scheduled sends, phases start at the gate's origin.
+    """The script's clients (client_script.py: phases, feed, turns, ramp), each sending its
+    next request when its previous one ends. `on_warm` runs between the phases.
+    `pacing`: arrivals are scheduled sends, phases start at the gate's origin.
     """
     records: list[RequestRecord] = []
     t0 = None if pacing is None else pacing.t0
     halted = (lambda: False) if pacing is None else pacing.halted
 
-    async def client(feed: Iterator[list[RequestSpec]], warmup: bool, due: float) -> None:
+    async def client(one: Client, warmup: bool, due: float) -> None:
         await _sleep_until(due)
-        for turns in feed:
-            for i, spec in enumerate(turns):
-                if halted():
-                    return
-                if i and spec.think_s > 0:
-                    await asyncio.sleep(spec.think_s)
-                    due += spec.think_s
-                record = await serve(spec, warmup, None if t0 is None else due - t0)
-                records.append(record)
-                on_record(record)
-                due = now() if record.finish_s is None or t0 is None else record.finish_s + t0
+        while (step := one.next()) is not None:
+            spec, think_s = step
+            if halted():
+                return
+            if think_s > 0:
+                await asyncio.sleep(think_s)
+                due += think_s
+            record = await serve(spec, warmup, None if t0 is None else due - t0)
+            records.append(record)
+            on_record(record)
+            due = now() if record.finish_s is None or t0 is None else record.finish_s + t0
 
-    for phase, warmup in ((specs[:num_warmup], True), (specs[num_warmup:], False)):
-        origin = await _origin(pacing, warmup, now())
-        feed = conversations(iter(phase) if warmup else submitted_until(phase, least))
-        delays = [0.0] * concurrency if warmup or starts is None else starts
-        await asyncio.gather(*(client(feed, warmup, origin + delays[j])
-                               for j in range(min(concurrency, len(phase)))))
-        if warmup:
+    for phase in script.phases:
+        origin = await _origin(pacing, phase.warmup, now())
+        await asyncio.gather(*(client(one, phase.warmup, origin + delay)
+                               for delay, one in script.clients(phase, now)))
+        if phase.warmup:
             await _warm_done(on_warm)
     return sorted(records, key=lambda r: r.request_id)
 
 
-async def open_loop(serve: Serve, specs: list[RequestSpec], num_warmup: int,
-                    t0: float, on_record: OnRecord = _ignore,
-                    on_warm: OnWarm = _nothing,
+async def open_loop(serve: Serve, script: ClientScript, t0: float,
+                    on_record: OnRecord = _ignore, on_warm: OnWarm = _nothing,
                     pacing: Pacing | None = None) -> list[RequestRecord]:
-    """Submit each spec at its arrival offset (specs carry the rate's offsets).
-
-    As in the closed loop, the warm-up specs run first and end before the measured
-    phase; the measured arrivals then start over from the phase's start (offsets
-    relative to the first measured spec), so every measured request is measured.
-    A later turn of a conversation arrives at its offset or `think_s` after the previous
-    turn ended, whichever is later (its arrival time is then). With a gate (`pacing`),
-    each phase starts at its origin and the offsets are the coordinator's re-based ones.
+    """Each spec at its arrival offset from its phase's start, a held later turn when its
+    previous one ended (client_script.py). With a gate (`pacing`), each phase starts at its
+    origin and the offsets are the coordinator's re-based ones.
     """
-    ended: dict[tuple[int | None, int], asyncio.Event] = {
-        (s.conversation, s.turn): asyncio.Event() for s in specs if s.conversation is not None}
-
+    held: HeldTurns[asyncio.Future[None]] = HeldTurns(script.specs)
     halted = (lambda: False) if pacing is None else pacing.halted
 
+    def ended(spec: RequestSpec) -> None:
+        after = held.end(spec)
+        if after is not None:
+            after.set_result(None)
+
     async def one(spec: RequestSpec, start: float, warmup: bool) -> RequestRecord | None:
-        delay = start + spec.arrival_s - now()
-        if delay > 0:
-            await asyncio.sleep(delay)
         arrival = start + spec.arrival_s
-        previous = ended.get((spec.conversation, spec.turn - 1))
-        if previous is not None and not previous.is_set():
-            await previous.wait()
+        await _sleep_until(arrival)
+        if held.waits(spec):
+            previous: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            held.hold(spec, previous)
+            await previous
             await asyncio.sleep(spec.think_s)
-            arrival = max(arrival, now())
+            arrival = released_arrival(arrival, now())
         if halted():
-            if spec.conversation is not None:  # its later turns must not wait for it
-                ended[(spec.conversation, spec.turn)].set()
+            ended(spec)  # its later turns must not wait for it
             return None
         record = await serve(spec, warmup, arrival - t0)
-        if spec.conversation is not None:
-            ended[(spec.conversation, spec.turn)].set()
+        ended(spec)
         on_record(record)
         return record
 
     records: list[RequestRecord] = []
-    for phase, warmup in ((specs[:num_warmup], True), (specs[num_warmup:], False)):
-        if not phase and (pacing is None or pacing.gate is None):
+    for phase in script.phases:
+        if not phase.specs and (pacing is None or pacing.gate is None):
             continue
-        start = await _origin(pacing, warmup, now() - (phase[0].arrival_s if phase else 0.0))
-        sent = await asyncio.gather(*(one(s, start, warmup) for s in phase))
+        start = await _origin(pacing, phase.warmup, phase_start(phase, now()))
+        sent = await asyncio.gather(*(one(s, start, phase.warmup) for s in phase.specs))
         records += [r for r in sent if r is not None]
-        if warmup:
+        if phase.warmup:
             await _warm_done(on_warm)
     return records
 
@@ -273,8 +229,10 @@ async def drive(serve: Serve, specs: list[RequestSpec], level: LoadPoint, num_wa
     (requests, seconds): a closed loop stops submitting once both are reached; `ramp`
     (kind, seconds): its clients start over that time (open loops ramp in their specs).
     `concurrency`: this load generator's share of the level's clients (a worker's)."""
-    if level.concurrency is not None:
-        clients = level.concurrency if concurrency is None else concurrency
-        return await closed_loop(serve, specs, clients, num_warmup, on_record,
-                                 on_warm, least, client_starts(clients, *ramp), pacing)
-    return await open_loop(serve, specs, num_warmup, t0, on_record, on_warm, pacing)
+    clients = level.concurrency
+    if clients is not None and concurrency is not None:
+        clients = concurrency  # this load generator's share
+    script = level_script(specs, num_warmup, clients, least, ramp)
+    if script.concurrency is not None:
+        return await closed_loop(serve, script, on_record, on_warm, pacing)
+    return await open_loop(serve, script, t0, on_record, on_warm, pacing)

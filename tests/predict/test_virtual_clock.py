@@ -11,6 +11,7 @@ from __future__ import annotations
 import pytest
 from predict_fixtures import EXACT, calibration, fixed_profile
 
+from perfkit.client_script import ClientScript
 from perfkit.engine.engine import Engine
 from perfkit.engine.executor import null_executor
 from perfkit.predict.levels import predict_level, predict_profile
@@ -68,7 +69,7 @@ def test_open_loop_arrivals_are_the_specs_offsets():
     engine = Engine(profile, executor=null_executor())
     clock = VirtualClock(engine, EXACT)
     specs = [_spec(i, arrival_s=0.5 * i) for i in range(3)]
-    records = sorted(open_loop(clock, specs, 0), key=lambda r: r.request_id)
+    records = sorted(open_loop(clock, ClientScript(specs, 0, None)), key=lambda r: r.request_id)
     assert [r.arrival_s for r in records] == [0.0, 0.5, 1.0]
     for r in records:  # an idle engine: each request alone, at its arrival
         assert r.ttft_s == pytest.approx(PREFILL_32, rel=1e-9)
@@ -80,7 +81,7 @@ def test_a_later_turn_follows_its_think_time():
     engine = Engine(profile, executor=null_executor())
     clock = VirtualClock(engine, EXACT)
     specs = [_spec(0, conversation=7, turn=0), _spec(1, conversation=7, turn=1, think_s=0.25)]
-    first, second = closed_loop(clock, specs, 1, 0)
+    first, second = closed_loop(clock, ClientScript(specs, 0, 1))
     assert first.finish_s == pytest.approx(PREFILL_32 + 3 * DECODE_MEAN, rel=1e-12)
     assert second.arrival_s == pytest.approx(first.finish_s + 0.25, rel=1e-12)
 
