@@ -10,6 +10,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from perfkit.loadgen import gc_hold
 from perfkit.loadgen.client import RemoteServe, Target, TextOf, open_pool
 from perfkit.loadgen.overhead import WorkerIdentity, WorkerMeter
 from perfkit.records import RequestRecord
@@ -77,8 +78,9 @@ async def run_share(job: LevelJob, t0: float, who: WorkerIdentity,
         serve = RemoteServe(pool, job.target, t0, text_of(job.texts))
         paced = Pacing(t0, _MeteredGate(gate, meter), lambda: serve.down is not None)
         meter.start()
-        records = await drive(serve, job.specs, job.point, job.num_warmup, t0, on_record,
-                              on_warm, job.least, job.ramp, paced, job.clients)
+        with gc_hold.held():  # a full collection would stall every client at once
+            records = await drive(serve, job.specs, job.point, job.num_warmup, t0,
+                                  on_record, on_warm, job.least, job.ramp, paced, job.clients)
         lags = list(meter.lags)
         cost = await meter.stop(who, job.clients, t0, records, clock)
     return ShareRun(records, serve.retry_after_s, serve.cached_reported, cost, lags,
