@@ -71,9 +71,10 @@ def findings(doc: dict) -> dict[str, dict]:
 @pytest.fixture(scope="module")
 def queued(traced: tuple[VllmServer, int], tmp_path_factory: pytest.TempPathFactory) -> dict:
     server, port = traced
-    # No --scrape-metrics: with it, perfkit's loop stalled up to 1.4 s in 2 of 3 CI runs
-    # on 2 cores beside vLLM's CPU engine (3.5 ms without it, same setup): an open bug of
-    # the scraper, not of the span join this file tests.
+    # perfkit's loop may stall here for 0.3-1.4 s, with or without --scrape-metrics: vLLM's
+    # CPU engine keeps both cores busy and perfkit's threads wait for a CPU (measured on a
+    # quiet 2-core VM, three runs each: loop lag max 312-591 ms without the scraper,
+    # 1.2-92 ms with it; machine_contended said "other processes kept 2.0 cores busy").
     return sweep(server.base, port, tmp_path_factory.mktemp("q") / "r.json", "--concurrency",
                  "8", "--requests", "32", "--set", "workload.output_len.mean=32")
 
