@@ -5,11 +5,16 @@ chunked prefill, full-prompt admission, preemption of the newest, shared prefixe
 compiled with numba, or as plain Python (`jit`), and hands back its scalars, timeline
 and decisions; fragmentation/paged.py reads the pool's accounting from them.
 
-What differs from the Engine: with prefix caching, only the workload's shared prefixes
-are cached (whole groups, evicted oldest first); the engine also keeps every block's
-hash, so a preempted request that comes back may hit its own blocks, and it evicts
-block by block in LRU order. A prefix longer than the first chunk of the request that
-computes it counts as cached from that first chunk.
+What differs from the Engine, with prefix caching only (tests/replay/test_conformance.py
+pins three of these): the kernel caches the workload's shared prefixes, whole groups
+evicted oldest first once the free blocks no longer cover them, and counts a request's
+own blocks as plain free blocks. The engine hashes every full block: freed ones join one
+LRU queue (tail first) and are evicted block by block once the unhashed free blocks run
+out. So there a released prefix goes as soon as it is the oldest cached block, or only
+partly; a preempted request that comes back hits its own cached blocks. And the kernel
+takes a shared prefix's blocks whole with the first chunk of the request that computes
+it (`paged_blocks.head_need`), where the engine takes and caches them chunk by chunk.
+docs/commands/fragmentation.md ("Limits") gives the effect on the shared-prefix profile.
 """
 
 from __future__ import annotations

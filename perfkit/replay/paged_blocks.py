@@ -149,13 +149,24 @@ def head_hits(grp, cfg, req, i):
 
 
 @kernel
+def head_need(req, cfg, i, hits, num):
+    """Blocks waiting request i takes at admission to compute `num` tokens after its
+    `hits` cached ones: the first chunk's, and the whole shared prefix when i computes it
+    (hits 0: the group's blocks all exist from then on, however short the chunk)."""
+    need = cdiv(hits * cfg[BS] + num, cfg[BS]) - hits
+    if cfg[SHARED] > 0 and req[i * NF + GROUP] >= 0 and hits == 0:
+        need = max(need, cfg[SHARED])
+    return need
+
+
+@kernel
 def head_fits(req, grp, cfg, s, i, left):
     """Whether waiting request i's admission check passes with `left` tokens of budget:
-    the blocks of all its tokens (full_prompt) or of its first chunk, plus revived ones."""
+    the blocks of all its tokens (full_prompt) or those it takes now (`head_need`), plus
+    revived ones."""
     bs, hits, g = cfg[BS], head_hits(grp, cfg, req, i), req[i * NF + GROUP]
     revive = hits if hits > 0 and grp[g * NG + GREF] == 0 else 0
-    num = min(left, req[i * NF + NTOK] - hits * bs)
-    need = cdiv(hits * bs + num, bs) - hits
+    need = head_need(req, cfg, i, hits, min(left, req[i * NF + NTOK] - hits * bs))
     check = cdiv(req[i * NF + NTOK], bs) - hits if cfg[FULL] == 1 else need
     return check + revive <= s[FREE]
 

@@ -11,11 +11,11 @@ from __future__ import annotations
 from perfkit.jit import kernel
 from perfkit.replay.arrivals_kernel import ARRIVAL
 from perfkit.replay.paged_blocks import (
-    cdiv,
     group_evict,
     group_take,
     head_fits,
     head_hits,
+    head_need,
     heap_pop,
     heap_push,
     leave,
@@ -142,13 +142,11 @@ def admit_head(req, q, grp, cfg, s, lg, i):
         return False
     hits = head_hits(grp, cfg, req, i)
     num = min(s[LEFT], req[r + NTOK] - hits * bs)
-    need = cdiv(hits * bs + num, bs) - hits
+    need = head_need(req, cfg, i, hits, num)
     heap_pop(q, s)
     if cfg[SHARED] > 0 and g >= 0:  # the group's blocks are the group's, not i's
         s[FREE] -= group_take(grp, cfg, s, g)
         req[r + HIT] = cfg[SHARED]
-        if hits == 0:  # i computes them: all of them exist from now on
-            need = max(need, cfg[SHARED])
     s[FREE] -= need
     if cfg[SHARED] > 0:
         group_evict(grp, cfg, s)

@@ -73,11 +73,12 @@ class Case:
 
 
 @st.composite
-def cases(draw, prefix: bool = False) -> Case:
+def cases(draw, prefix: bool = False, pressure: bool = False) -> Case:
     """Random traces: open loops (gaps, priorities) and closed ones (clients, a delay);
     pools from tight (preemptions, queueing) to ample; budgets from a few tokens (chunked
     prefill) to unlimited; both admission rules. `prefix`: a shared prefix of whole blocks
-    on an ample pool and budget (the kernel caches whole groups; see replay.paged)."""
+    (two groups, prefix caching on), on an ample pool and budget unless `pressure`: there
+    the kernel only approximates the Engine (see replay.paged)."""
     reqs = draw(st.lists(st.tuples(st.integers(1, 60), st.integers(1, 30)), min_size=1,
                          max_size=16))
     n, bs = len(reqs), draw(st.sampled_from([1, 2, 4, 8, 16]))
@@ -96,6 +97,11 @@ def cases(draw, prefix: bool = False) -> Case:
         tr.prefix_group = draw(st.lists(st.integers(-1, 1), min_size=n, max_size=n))
         tr.prompt_len = [p + tr.prefix_len if g >= 0 else p
                          for p, g in zip(tr.prompt_len, tr.prefix_group)]
-        blocks, budget = 96 * n, NO_BUDGET
+        if pressure:  # the largest request fits, with 16 blocks to spare at most
+            ends = [min(p + m, tr.max_model_len) for p, m in zip(tr.prompt_len,
+                                                                 tr.max_tokens)]
+            blocks = -(-max(ends) // bs) + draw(st.integers(0, 16))
+        else:
+            blocks, budget = 96 * n, NO_BUDGET
     return Case(tr, bs, blocks, draw(st.integers(1, 8)), budget,
                 draw(st.sampled_from(["full_prompt", "first_chunk"])), prefix)
