@@ -5,16 +5,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from rich import box
 from rich.console import Group, RenderableType
-from rich.table import Table
 from rich.text import Text
 
 from perfkit.files import dumps
 from perfkit.predict.calibration import Calibration
 from perfkit.predict.compare import Comparison, LevelComparison, Pair
 from perfkit.predict.levels import PredictedLevel, Prediction
-from perfkit.report.cells import TIMING_CELLS, count, ms, num, pct
+from perfkit.report.cells import TIMING_CELLS, count, ms, num, pct, table
 from perfkit.result.codec import to_json
 
 Columns = list[tuple[str, Callable[[PredictedLevel], str]]]
@@ -35,16 +33,6 @@ COUNTS: Columns = [
                                    if lv.counts.prompt_tokens else None)),
     ("steps", lambda lv: count(lv.counts.steps)),
 ]
-
-
-def _table(title: str, headers: list[str], body: list[list[str]]) -> Table:
-    table = Table(title=title, title_justify="left", title_style="bold", box=box.SIMPLE_HEAD,
-                  pad_edge=False, collapse_padding=True)
-    for h in headers:
-        table.add_column(h, justify="left" if h == "level" else "right", no_wrap=True)
-    for row in body:
-        table.add_row(*row)
-    return table
 
 
 def _of(levels: list[PredictedLevel], columns: Columns) -> tuple[list[str], list[list[str]]]:
@@ -71,11 +59,11 @@ def prediction_text(pred: Prediction, cal: Calibration,
     parts: list[RenderableType] = [
         Text(f"perfkit predict: {pred.profile} on {pred.device}", style="bold"),
         Text(f"calibration {pred.calibration}: {calibration_line(cal)}", style="dim"),
-        _table("Predicted timings (virtual clock)", *_of(pred.levels, TIMINGS)),
-        _table("Counts (deterministic)", *_of(pred.levels, COUNTS)),
+        table("Predicted timings (virtual clock)", *_of(pred.levels, TIMINGS)),
+        table("Counts (deterministic)", *_of(pred.levels, COUNTS)),
     ]
     if comparison is not None:
-        parts.append(_table(f"Predicted vs live ({comparison.live})",
+        parts.append(table(f"Predicted vs live ({comparison.live})",
                             *_compare_rows(comparison.levels)))
         if not comparison.same_profile:
             parts.append(Text("The live sweep ran another resolved profile (more than "

@@ -10,6 +10,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Protocol
 
+from rich import box
+from rich.table import Table
+
 from perfkit.result import LevelResult
 from perfkit.result.level import Latency, Throughput
 
@@ -97,3 +100,15 @@ def aggregate(cells: list[str]) -> str:
     sd = (sum((v - mean) ** 2 for v in values) / (len(values) - 1)) ** 0.5
     digits, suffix = first[1], first[2]
     return f"{mean:.{digits}f} ± {sd:.{digits}f}{suffix}"
+
+
+def table(title: str, headers: list[str], body: list[list[str]]) -> Table:
+    """The terminal table every sweep and prediction prints: "level" left, figures right;
+    collapsed padding (two spaces between columns), so the widest table fits 80 columns."""
+    out = Table(title=title, title_justify="left", title_style="bold", box=box.SIMPLE_HEAD,
+                pad_edge=False, collapse_padding=True)
+    for h in headers:
+        out.add_column(h, justify="left" if h == "level" else "right", no_wrap=True)
+    for row in body:
+        out.add_row(*row)
+    return out

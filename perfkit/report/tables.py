@@ -10,9 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from rich import box
 from rich.console import Group, RenderableType
-from rich.table import Table
 from rich.text import Text
 
 from perfkit.report.cells import (
@@ -25,6 +23,7 @@ from perfkit.report.cells import (
     ms,
     num,
     pct,
+    table,
 )
 from perfkit.report.client_tail_cols import CLIENT_TAIL
 from perfkit.report.client_tail_cols import TITLE as CLIENT_TAIL_TITLE
@@ -245,21 +244,9 @@ def rows(result: SweepResult, columns: Columns) -> tuple[list[str], list[list[st
     return headers, body
 
 
-def _table(result: SweepResult, title: str, columns: Columns) -> Table:
-    headers, body = rows(result, columns)
-    # collapsed padding: two spaces between columns, so the widest table fits 80 columns
-    table = Table(title=title, title_justify="left", title_style="bold", box=box.SIMPLE_HEAD,
-                  pad_edge=False, collapse_padding=True)
-    for h in headers:
-        table.add_column(h, justify="left" if h == "level" else "right", no_wrap=True)
-    for row in body:
-        table.add_row(*row)
-    return table
-
-
 def rich_summary(result: SweepResult) -> RenderableType:
     parts: list[RenderableType] = [Text(f"perfkit sweep: {result.profile.name}", style="bold")]
-    parts += [_table(result, title, cols) for title, cols in tables_of(result)]
+    parts += [table(title, *rows(result, cols)) for title, cols in tables_of(result)]
     parts += [Text(line, style="dim") for line in notes(result)]
     if result.knee is not None:
         parts.append(Text(f"Knee: {result.knee.sentence}"))
