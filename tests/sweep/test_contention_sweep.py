@@ -24,8 +24,8 @@ EBPF = ebpf.unavailable() or ebpf.tracepoints_reason()
 needs_ebpf = pytest.mark.skipif(bool(EBPF), reason=f"eBPF unavailable: {EBPF}")
 LEVEL = ["--concurrency", "4", "--requests", "16", "--warmup", "2", "--set",
          "sweep.min_requests_per_client=0", "--set", "engine.cpu_threads=1",
-         "--set", "workload.output_len.kind=\"fixed\"", "--set", "workload.output_len.mean=8",
-         "--set", "workload.output_len.min=8", "--set", "workload.output_len.max=8"]
+         "--set", "workload.output_len.kind=\"fixed\"", "--set", "workload.output_len.mean=32",
+         "--set", "workload.output_len.min=32", "--set", "workload.output_len.max=32"]
 
 
 def bursts(stop: threading.Event) -> None:
