@@ -90,6 +90,9 @@ class SweepOptions:
         if not 0 < self.stack_rate <= MAX_STACK_RATE_HZ:
             raise PerfkitError(f"--stack-rate: expected 0 < HZ <= 1000, got "
                                f"{self.stack_rate:g}")
+        if self.native and not self.stacks:
+            raise PerfkitError("--native adds C/C++ frames to --stacks' samples: add --stacks "
+                               "(or drop --native)")
 
     def _check_target(self) -> None:
         """--target's companions need it; --device refuses it (the server picks its own)."""

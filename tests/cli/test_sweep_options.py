@@ -37,6 +37,8 @@ RULES = [
                        "the JSON)"),
     ({"stack_rate": 0.0}, "--stack-rate: expected 0 < HZ <= 1000, got 0"),
     ({"stack_rate": 1001.0}, "--stack-rate: expected 0 < HZ <= 1000, got 1001"),
+    ({"native": True}, "--native adds C/C++ frames to --stacks' samples: add --stacks "
+                       "(or drop --native)"),
     ({"timeout": 5.0}, "--timeout needs --target URL"),
     ({"workers_per_node": 2}, "--workers-per-node needs --target URL"),
     ({"tokenizer": Path("tok")}, "--tokenizer needs --target URL"),
