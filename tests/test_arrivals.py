@@ -8,10 +8,10 @@ from itertools import pairwise
 
 import pytest
 
+from perfkit.client_script import client_starts
 from perfkit.config.profile import Overrides, load_profile
 from perfkit.config.workload import Arrival
 from perfkit.errors import PerfkitError
-from perfkit.sweep.loops import client_starts
 from perfkit.workload import arrival_times, level_arrivals, ramp_times
 
 

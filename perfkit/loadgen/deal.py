@@ -20,8 +20,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from perfkit.client_script import conversations
 from perfkit.result.point import LoadPoint
-from perfkit.sweep.loops import conversations
 from perfkit.workload import RequestSpec
 
 

@@ -28,7 +28,7 @@ def held() -> Iterator[None]:
     """Young collections only inside; one full collection on the way out."""
     before = gc.get_threshold()
     gc.collect()  # start the level with nothing pending
-    gc.set_threshold(before[0], before[1] if len(before) > 1 else 10, NEVER)
+    gc.set_threshold(before[0], before[1], NEVER)
     try:
         yield
     finally:

@@ -29,8 +29,6 @@ from perfkit.client_script import (
     phase_start,
     released_arrival,
 )
-from perfkit.client_script import client_starts as client_starts  # re-exported
-from perfkit.client_script import conversations as conversations  # re-exported
 from perfkit.clock import now
 from perfkit.records import RequestRecord
 from perfkit.result.point import LoadPoint
