@@ -56,7 +56,8 @@ class Lateness:
         def q(p: float) -> float | None:
             return quantile(ordered, p, presorted=True) if n else None
 
-        return {"chunks": n, "late_p50_s": q(0.5), "late_p99_s": q(0.99),
+        return {"chunks": n, "late_min_s": ordered[0] if n else None,
+                "late_p50_s": q(0.5), "late_p99_s": q(0.99),
                 "late_max_s": ordered[-1] if n else None}
 
 
@@ -115,7 +116,11 @@ class _Stream:
         if conn.transport is None or conn.transport.is_closing():
             return
         k = self.k
-        conn.server.lateness.add(time.monotonic() - self.due(k))
+        early = self.due(k) - time.monotonic()
+        if early > 0:  # uvloop truncates a delay to whole ms: never send before the due time
+            conn.loop.call_later(early, self.send)
+            return
+        conn.server.lateness.add(-early)
         out = [_chunk(self.event(k))]
         self.k += 1
         if self.k < self.n:

@@ -14,9 +14,11 @@ from perfkit.loadgen.stream_server import Timing, serve
 
 
 class KnownServer:
-    def __init__(self, timing: Timing) -> None:
+    def __init__(self, timing: Timing,
+                 new_loop: Callable[[], asyncio.AbstractEventLoop] = asyncio.new_event_loop
+                 ) -> None:
         self.timing = timing
-        self.loop = asyncio.new_event_loop()
+        self.loop = new_loop()
         self.port = 0
         self._ready = threading.Event()
         self._task: asyncio.Task[None] | None = None
@@ -51,8 +53,10 @@ def known_server() -> Iterator[Callable[..., KnownServer]]:
     started: list[KnownServer] = []
 
     def start(ttft_s: float = 0.005, gap_s: float = 0.002, tokens: int = 8,
-              first_chunk_bytes: int = 0) -> KnownServer:
-        server = KnownServer(Timing(ttft_s, gap_s, tokens, first_chunk_bytes)).start()
+              first_chunk_bytes: int = 0,
+              new_loop: Callable[[], asyncio.AbstractEventLoop] = asyncio.new_event_loop
+              ) -> KnownServer:
+        server = KnownServer(Timing(ttft_s, gap_s, tokens, first_chunk_bytes), new_loop).start()
         started.append(server)
         return server
 
