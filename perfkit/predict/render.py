@@ -64,7 +64,7 @@ def prediction_text(pred: Prediction, cal: Calibration,
     ]
     if comparison is not None:
         parts.append(table(f"Predicted vs live ({comparison.live})",
-                            *_compare_rows(comparison.levels)))
+                           *_compare_rows(comparison.levels)))
         if not comparison.same_profile:
             parts.append(Text("The live sweep ran another resolved profile (more than "
                               "sweep.repeats differs): levels are compared by name only.",
