@@ -6,7 +6,7 @@ request's body was read, then one every `gap_s`, each due at an absolute time (s
 ttft + k * gap) so that a late chunk does not delay the next. A client measuring this
 server should read TTFT = ttft_s and ITL = gap_s; what it reads beyond that is its own
 error, or the server's lateness, which the server measures itself (GET /stats: how late
-each chunk was written, p50/p99; POST /stats/reset).
+each chunk was written, min/p50/p99/max, never early; POST /stats/reset).
 
 Written on asyncio's Protocol (uvloop where installed), HTTP/1.1 keep-alive with
 chunked transfer coding, so that its own cost per chunk stays small beside the clients
